@@ -1,0 +1,263 @@
+# -*- coding: utf-8 -*-
+# Copyright: lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Predict vLLM's unified block size N from a model's config.json (pure arithmetic).
+
+This mirrors ``Platform._align_hybrid_block_size`` (vLLM >= 0.20) and
+``HybridAttentionMambaModelConfig`` (vLLM <= 0.19) for the Gated-DeltaNet hybrid
+families below.  The probe (real vLLM) stays the source of truth; the prediction is
+for planning, cross-checks and tests.
+
+Known hybrid architectures (GDN + full attention):
+``Qwen3_5ForConditionalGeneration``, ``Qwen3_5MoeForConditionalGeneration``,
+``Qwen3_5ForCausalLM``, ``Qwen3_5MoeForCausalLM``, ``Qwen3NextForCausalLM``.
+
+Known dense (attention-only) architectures (:data:`DENSE_ARCHITECTURES`) are not
+hybrid: vLLM keeps its ordinary block size, so the prediction is that block size
+(the user's ``block_size``, else the platform default 16 on CUDA, 128 on CPU) and
+:func:`explain_block_size` reports ``hybrid: False``.
+
+Any other architecture raises ``ValueError``: the family is unknown and N is never guessed.
+
+Algorithm (all sizes in bytes, ``tp`` = tensor parallel size):
+
+* attention page per token ``attn1 = 2 * max(1, kv_heads // tp) * head_dim * sizeof(kv dtype)``
+  (nvfp4: ``head_dim // 2 + head_dim // 16`` bytes per head; ``*_per_token_head`` adds ``2 * kv * 4``).
+* GDN state ``conv_dim = k_dim * k_heads * 2 + v_dim * v_heads``;
+  conv ``(conv_kernel - 1 + num_speculative_tokens) * conv_dim / tp`` in the conv dtype
+  (``mamba_cache_dtype``, auto = model dtype); SSM ``v_heads / tp * v_dim * k_dim`` in the SSM dtype
+  (``mamba_ssm_cache_dtype``, auto = the config's ``mamba_ssm_dtype`` for Qwen3.5/3.6 architectures
+  (text-only ``...ForCausalLM`` ones only from vLLM 0.20), else the conv dtype).
+* alignment: CUDA kernel minimum 16, default block 16; CPU kernel ``MultipleOf(32)``, default block 128.
+  vLLM >= 0.20: ``align = max(kernel minimum, block)``, a user block size rounded up to the kernel
+  minimum.  vLLM <= 0.19: ``align = 16``.
+* ``N = align * cdiv(mamba_page, align * attn1)``; when the block size already is >= that, it is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+HYBRID_GDN_ARCHITECTURES = (
+    'Qwen3_5ForConditionalGeneration',
+    'Qwen3_5MoeForConditionalGeneration',
+    'Qwen3_5ForCausalLM',
+    'Qwen3_5MoeForCausalLM',
+    'Qwen3NextForCausalLM',
+)
+# architectures that copy text_config.mamba_ssm_dtype into the SSM cache dtype when it is auto
+SSM_DTYPE_FROM_CONFIG_ALWAYS = ('Qwen3_5ForConditionalGeneration', 'Qwen3_5MoeForConditionalGeneration')
+SSM_DTYPE_FROM_CONFIG_SINCE_0_20 = ('Qwen3_5ForCausalLM', 'Qwen3_5MoeForCausalLM')
+
+DENSE_ARCHITECTURES = (
+    'Qwen3ForCausalLM',
+    'Qwen3MoeForCausalLM',
+    'Qwen2ForCausalLM',
+    'LlamaForCausalLM',
+    'MistralForCausalLM',
+)
+
+PLATFORMS = {
+    # platform: (default block size, kernel block minimum)
+    'cuda': (16, 16),
+    'cpu': (128, 32),
+}
+LEGACY_ALIGNMENT = 16
+DEFAULT_VLLM_VERSION = '0.32.0'
+
+DTYPE_SIZES = {
+    'float32': 4, 'float': 4, 'fp32': 4,
+    'bfloat16': 2, 'bf16': 2,
+    'float16': 2, 'half': 2, 'fp16': 2,
+}
+FP8_KV_DTYPES = ('fp8', 'fp8_e4m3', 'fp8_e5m2', 'fp8_inc', 'fp8_ds_mla')
+PER_TOKEN_HEAD_KV_DTYPES = ('int8_per_token_head', 'fp8_per_token_head')
+
+
+def _cdiv(num, den):
+    return -(-num // den)
+
+
+def _version_tuple(version):
+    if version in (None, ''):
+        version = DEFAULT_VLLM_VERSION
+    numbers = re.findall(r'\d+', str(version))[:3]
+    if not numbers:
+        raise ValueError('vllm_version %r is not a version number' % (version,))
+    return tuple(int(part) for part in numbers) + (0,) * (3 - len(numbers))
+
+
+def _architecture(config):
+    archs = config.get('architectures') or []
+    if isinstance(archs, str):
+        archs = [archs]
+    if not archs:
+        raise ValueError('config.json has no architectures entry; the model family is unknown, run the block-size probe')
+    return archs[0]
+
+
+def _text_config(config):
+    text = config.get('text_config')
+    return text if isinstance(text, dict) else config
+
+
+def _field(text, name):
+    value = text.get(name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError('config.json field %s is missing or not an integer (got %r)' % (name, value))
+    return value
+
+
+def _dtype_size(name, what):
+    key = str(name).replace('torch.', '').lower()
+    if key not in DTYPE_SIZES:
+        raise ValueError('%s %r is not a dtype the predictor knows (use bfloat16, float16 or float32)' % (what, name))
+    return DTYPE_SIZES[key]
+
+
+def _model_dtype(config, text, dtype):
+    """Resolve --dtype: auto = the config's dtype with float32 downcast to bfloat16."""
+    if dtype not in (None, '', 'auto'):
+        key = str(dtype).lower()
+        _dtype_size(key, 'dtype')
+        return {'float': 'float32', 'fp32': 'float32', 'half': 'float16', 'fp16': 'float16', 'bf16': 'bfloat16'}.get(key, key)
+    declared = (config.get('dtype') or config.get('torch_dtype') or text.get('dtype') or text.get('torch_dtype') or 'float32')
+    declared = str(declared).replace('torch.', '').lower()
+    _dtype_size(declared, 'config dtype')
+    if declared in ('float32', 'float', 'fp32'):
+        return 'bfloat16'
+    return {'half': 'float16', 'fp16': 'float16', 'bf16': 'bfloat16'}.get(declared, declared)
+
+
+def _attn_page_per_token(kv_heads_per_rank, head_dim, kv_cache_dtype, model_dtype):
+    kv = kv_cache_dtype if kv_cache_dtype not in (None, '') else 'auto'
+    kv = str(kv).lower()
+    if kv == 'auto':
+        return 2 * kv_heads_per_rank * head_dim * _dtype_size(model_dtype, 'dtype')
+    if kv in FP8_KV_DTYPES:
+        return 2 * kv_heads_per_rank * head_dim
+    if kv == 'nvfp4':
+        return 2 * kv_heads_per_rank * (head_dim // 2 + head_dim // 16)
+    if kv in PER_TOKEN_HEAD_KV_DTYPES:
+        return 2 * kv_heads_per_rank * head_dim + 2 * kv_heads_per_rank * 4
+    if kv in DTYPE_SIZES:
+        return 2 * kv_heads_per_rank * head_dim * DTYPE_SIZES[kv]
+    raise ValueError('kv_cache_dtype %r is not known to the predictor' % (kv_cache_dtype,))
+
+
+def _divide(num, den, what):
+    if num % den:
+        raise ValueError('%s (%d) is not divisible by tensor_parallel_size %d' % (what, num, den))
+    return num // den
+
+
+def _num_speculative_tokens(num_speculative_tokens, speculative_config):
+    if num_speculative_tokens in (None, '') and isinstance(speculative_config, dict):
+        num_speculative_tokens = speculative_config.get('num_speculative_tokens')
+    if num_speculative_tokens in (None, ''):
+        return 0
+    if isinstance(num_speculative_tokens, bool) or int(num_speculative_tokens) < 0:
+        raise ValueError('num_speculative_tokens must be an integer >= 0')
+    return int(num_speculative_tokens)
+
+
+def explain_block_size(config, tensor_parallel_size=1, dtype='auto', kv_cache_dtype='auto',
+                       mamba_cache_dtype='auto', mamba_ssm_cache_dtype='auto', num_speculative_tokens=None,
+                       speculative_config=None, block_size=None, platform='cuda', vllm_version=DEFAULT_VLLM_VERSION):
+    """Predict N with the intermediate values; returns a dict (see :func:`predict_block_size`)."""
+    if isinstance(config, (str, bytes)):
+        config = json.loads(config)
+    if not isinstance(config, dict):
+        raise ValueError('config must be a parsed config.json mapping')
+    platform = 'cuda' if platform in (None, '') else str(platform).lower()
+    if platform not in PLATFORMS:
+        raise ValueError('platform %r is not supported (use cuda or cpu)' % (platform,))
+    default_block, kernel_min = PLATFORMS[platform]
+    version = _version_tuple(vllm_version)
+    modern = version >= (0, 20, 0)
+    arch = _architecture(config)
+    tp = int(tensor_parallel_size or 1)
+    if tp < 1:
+        raise ValueError('tensor_parallel_size must be >= 1')
+    user_block = None if block_size in (None, '') else int(block_size)
+    if user_block is not None and user_block < 1:
+        raise ValueError('block_size must be >= 1')
+
+    result = {
+        'architecture': arch,
+        'platform': platform,
+        'vllm_version': '.'.join(str(part) for part in version),
+        'tensor_parallel_size': tp,
+    }
+    if arch in DENSE_ARCHITECTURES:
+        result.update({'hybrid': False, 'block_size': user_block or default_block})
+        return result
+    if arch not in HYBRID_GDN_ARCHITECTURES:
+        raise ValueError('model family %s is unknown to the block-size predictor; known hybrid architectures: %s; '
+                         'run the block-size probe instead' % (arch, ', '.join(HYBRID_GDN_ARCHITECTURES)))
+
+    text = _text_config(config)
+    model_dtype = _model_dtype(config, text, dtype)
+    kv_heads = _field(text, 'num_key_value_heads')
+    head_dim = text.get('head_dim')
+    if head_dim is None:
+        head_dim = _field(text, 'hidden_size') // _field(text, 'num_attention_heads')
+    attn1 = _attn_page_per_token(max(1, kv_heads // tp), int(head_dim), kv_cache_dtype, model_dtype)
+
+    k_dim = _field(text, 'linear_key_head_dim')
+    k_heads = _field(text, 'linear_num_key_heads')
+    v_dim = _field(text, 'linear_value_head_dim')
+    v_heads = _field(text, 'linear_num_value_heads')
+    conv_kernel = _field(text, 'linear_conv_kernel_dim')
+    spec = _num_speculative_tokens(num_speculative_tokens, speculative_config)
+
+    conv_dtype = model_dtype if mamba_cache_dtype in (None, '', 'auto') else str(mamba_cache_dtype).lower()
+    if mamba_ssm_cache_dtype not in (None, '', 'auto'):
+        ssm_dtype = str(mamba_ssm_cache_dtype).lower()
+    elif text.get('mamba_ssm_dtype') and (arch in SSM_DTYPE_FROM_CONFIG_ALWAYS or (modern and arch in SSM_DTYPE_FROM_CONFIG_SINCE_0_20)):
+        ssm_dtype = str(text['mamba_ssm_dtype']).replace('torch.', '').lower()
+    else:
+        ssm_dtype = conv_dtype
+
+    conv_dim = k_dim * k_heads * 2 + v_dim * v_heads
+    conv_bytes = (conv_kernel - 1 + spec) * _divide(conv_dim, tp, 'GDN conv dim') * _dtype_size(conv_dtype, 'mamba_cache_dtype')
+    ssm_bytes = _divide(v_heads, tp, 'linear_num_value_heads') * v_dim * k_dim * _dtype_size(ssm_dtype, 'mamba_ssm_cache_dtype')
+    mamba_page = conv_bytes + ssm_bytes
+
+    if modern:
+        block = default_block if user_block is None else _cdiv(user_block, kernel_min) * kernel_min
+        align = max(kernel_min, block)
+    else:
+        block = default_block if user_block is None else user_block
+        align = LEGACY_ALIGNMENT
+    attn_block = align * _cdiv(mamba_page, align * attn1)
+    n = attn_block if block < attn_block else block
+    attn_page = n * attn1
+    result.update({
+        'hybrid': True,
+        'block_size': n,
+        'logged': block < attn_block,
+        'alignment': align,
+        'model_dtype': model_dtype,
+        'conv_dtype': conv_dtype,
+        'ssm_dtype': ssm_dtype,
+        'num_speculative_tokens': spec,
+        'attn_page_size_per_token': attn1,
+        'mamba_page_size': mamba_page,
+        'attn_page_size': attn_page,
+        'padding_percent': round(100.0 * (attn_page - mamba_page) / mamba_page, 2),
+    })
+    return result
+
+
+def predict_block_size(config, **options):
+    """Predict vLLM's block size N (int) for ``config`` (a parsed config.json mapping).
+
+    Options: ``tensor_parallel_size`` (1), ``dtype`` ('auto'), ``kv_cache_dtype`` ('auto'),
+    ``mamba_cache_dtype`` ('auto'), ``mamba_ssm_cache_dtype`` ('auto'), ``num_speculative_tokens``
+    or ``speculative_config`` (dict), ``block_size`` (None), ``platform`` ('cuda' or 'cpu'),
+    ``vllm_version`` ('0.32.0').  Dense architectures return their plain block size.
+    Raises ValueError for unknown families or unusable configs.
+    """
+    return explain_block_size(config, **options)['block_size']
