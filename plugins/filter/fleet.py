@@ -1,0 +1,106 @@
+# -*- coding: utf-8 -*-
+# Copyright: lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters wrapping the fleet rules and the block-size prediction.
+
+Documentation of each filter lives in ``plugins/filter/<filter name>.yml``.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import predict_block_size, explain_block_size
+
+display = Display()
+
+
+def _positive_int(value, name):
+    number = fleet_rules.as_int(value)
+    if number is None or number < 1:
+        raise AnsibleFilterError('%s=%s is not a positive integer; use an integer >= 1' % (name, fleet_rules.fmt_value(value)))
+    return number
+
+
+def _mapping(value, name):
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise AnsibleFilterError('%s must be a dictionary of role variables, got %s' % (name, type(value).__name__))
+    return dict(value)
+
+
+def lmcache_chunk_size(n, multiple=1):
+    """LMCache --chunk-size = N * multiple."""
+    return fleet_rules.chunk_size(_positive_int(n, 'N'), _positive_int(multiple, 'lmcache_server_chunk_multiple'))
+
+
+def vllm_max_num_batched_tokens(n, value=None, separate_object_groups=True, host=''):
+    """The hybrid --max-num-batched-tokens: ``value`` checked against N, or 2N-1 when it is null."""
+    n = _positive_int(n, 'N')
+    if value in (None, ''):
+        return fleet_rules.default_max_num_batched_tokens(n)
+    errors, warnings = fleet_rules.check_max_num_batched_tokens(host, n, value, separate_object_groups)
+    if errors:
+        raise AnsibleFilterError('\n'.join(errors))
+    for warning in warnings:
+        display.warning(warning)
+    return fleet_rules.as_int(value)
+
+
+def lmcache_kv_transfer_config(host, port, transfer_mode=None, mq_timeout=None):
+    """vLLM --kv-transfer-config (a dict; templates add ``| to_json``)."""
+    port_int = fleet_rules.as_int(port)
+    if port_int is None or not 1 <= port_int <= 65535:
+        raise AnsibleFilterError('lmcache_server_port=%s is not a TCP port; use an integer in 1..65535' % fleet_rules.fmt_value(port))
+    if transfer_mode not in (None, '') and transfer_mode not in fleet_rules.CONNECTOR_TRANSFER_MODES:
+        raise AnsibleFilterError('vllm_server_lmcache_transfer_mode=%s is not a connector transfer mode; use null (auto), lmcache_driven or engine_driven'
+                                 % fleet_rules.fmt_value(transfer_mode))
+    if mq_timeout not in (None, ''):
+        number = fleet_rules.as_number(mq_timeout)
+        if number is None or number <= 0:
+            raise AnsibleFilterError('vllm_server_lmcache_mq_timeout=%s is not a positive number of seconds; use null or e.g. 30'
+                                     % fleet_rules.fmt_value(mq_timeout))
+    return fleet_rules.kv_transfer_config(host, port_int, transfer_mode, mq_timeout)
+
+
+def fleet_validate(settings, host=''):
+    """Static checks of one host's settings; returns the list of error sentences (empty when valid)."""
+    return fleet_rules.validate_host(host, _mapping(settings, 'settings'))
+
+
+def fleet_derive(settings, n, host=''):
+    """Every N-dependent setting of one host (a dict); fails with all rule errors."""
+    try:
+        return fleet_rules.derive(host, n, _mapping(settings, 'settings'))
+    except fleet_rules.FleetRuleError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def predicted_block_size(config, **options):
+    """N predicted from a parsed config.json (int); ``details=true`` returns the explanation dict."""
+    details = fleet_rules.as_bool(options.pop('details', False)) is True
+    if 'device' in options and 'platform' not in options:
+        options['platform'] = options.pop('device')
+    try:
+        if details:
+            return explain_block_size(config, **options)
+        return predict_block_size(config, **options)
+    except (ValueError, TypeError) as exc:
+        raise AnsibleFilterError('cannot predict the block size: %s' % exc) from exc
+
+
+class FilterModule:
+    """lmcache_vllm.fleet filters."""
+
+    def filters(self):
+        return {
+            'lmcache_chunk_size': lmcache_chunk_size,
+            'vllm_max_num_batched_tokens': vllm_max_num_batched_tokens,
+            'lmcache_kv_transfer_config': lmcache_kv_transfer_config,
+            'fleet_validate': fleet_validate,
+            'fleet_derive': fleet_derive,
+            'predicted_block_size': predicted_block_size,
+        }
