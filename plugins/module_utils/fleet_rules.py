@@ -95,7 +95,7 @@ def _label(host):
     return host if host not in (None, '') else '(unnamed)'
 
 
-def _fmt(value):
+def fmt_value(value):
     """Render a value the way a user writes it in YAML."""
     if value is None:
         return 'null'
@@ -113,7 +113,7 @@ def _fmt(value):
 
 def msg(host, variable, value, problem, fix):
     """Build one rule message: ``host <h>: <variable>=<value> <problem>; <fix>``."""
-    return 'host %s: %s=%s %s; %s' % (_label(host), variable, _fmt(value), problem, fix)
+    return 'host %s: %s=%s %s; %s' % (_label(host), variable, fmt_value(value), problem, fix)
 
 
 def as_int(value):
