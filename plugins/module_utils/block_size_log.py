@@ -1,0 +1,323 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Parse vLLM's log output for the unified hybrid block size (pure, no I/O).
+
+vLLM prints, in the process that aligns the attention block size with the
+Mamba / Gated-DeltaNet state page::
+
+    (EngineCore pid=187) INFO 05-01 17:08:53 [interface.py:606] Setting attention
+    block size to 1568 tokens to ensure that attention page size is >= mamba page size.
+
+The process prefix and the ``file:line`` part move between vLLM versions, so
+the parser matches the message text only, on ANSI-stripped lines.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import collections
+import re
+
+SET_BLOCK_RE = re.compile(r"Setting attention block size to (\d+) tokens")
+PADDING_RE = re.compile(r"Padding mamba page size by ([0-9.]+)%")
+# "(EngineCore pid=187) ", "(Worker_TP1 pid=9) ", "(VllmWorker-0 pid=3) " ...
+PREFIX_RE = re.compile(r"^\((?P<proc>[A-Za-z0-9_.:-]+) pid=(?P<pid>\d+)\)\s*")
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+TP_RANK_RE = re.compile(r"(?:^|_)(?:DP(?P<dp>\d+)_)?(?:PP(?P<pp>\d+)_)?TP(?P<tp>\d+)(?:_|$)")
+
+# The engine is serving: every block size decision has been taken.
+READY_RE = re.compile(r"Application startup complete|Starting vLLM API server")
+# Lines the engine prints after the block size decision (KV cache sizing and
+# later): once one appears, every rank that would print the line has done so.
+MOVED_ON_RE = re.compile(
+    r"Available KV cache memory|KV cache size:|Maximum concurrency for"
+    r"|init engine \(profile|kv lcm block sizes|Application startup complete"
+    r"|Starting vLLM API server|Graph capturing finished"
+)
+# vLLM gave up while starting (the front-end may linger a moment after this).
+ENGINE_FAILED_RE = re.compile(
+    r"EngineCore failed to start|Engine core initialization failed"
+    r"|Engine process failed to start|WorkerProc failed to start"
+)
+# Signs that the model has Mamba / linear-attention state (hybrid).
+HYBRID_HINT_RE = re.compile(
+    r"Padding mamba page size|Mamba cache mode is set|Prefix caching in Mamba cache"
+    r"|mamba_block_size|Hybrid or mamba-based model"
+)
+# Block size as vLLM reports it elsewhere, when it does not print the line.
+KV_BACKEND_BLOCK_RE = re.compile(r"Setting kv cache block size to (\d+) for")
+NON_DEFAULT_BLOCK_RE = re.compile(r"non-default args:.*?['\"]block_size['\"]\s*:\s*(\d+)")
+CONFIG_BLOCK_RE = re.compile(r"\bblock_size=(\d+)")
+CACHE_INFO_BLOCK_RE = re.compile(r"cache_config_info\{[^}]*block_size=\"(\d+)\"")
+
+# A Python exception line: "ValueError: ...", "torch.OutOfMemoryError: ...",
+# "AssertionError" (bare), "RuntimeError: Engine core initialization failed".
+EXC_LINE_RE = re.compile(
+    r"^(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt)"
+    r"(?::\s.*|:?\s*)$"
+)
+GENERIC_FAILURE_RE = re.compile(
+    r"See root cause above|Engine core initialization failed|EngineCore failed to start"
+    r"|WorkerProc initialization failed|Worker failed with error"
+)
+ERROR_LEVEL_RE = re.compile(r"^(?:ERROR|CRITICAL)\b|\bERROR \d\d-\d\d ")
+TRACEBACK_RE = re.compile(r"^Traceback \(most recent call last\):")
+
+# Platform default block size when the user did not set one (vLLM >= 0.20).
+PLATFORM_DEFAULT_BLOCK_SIZE = {"cpu": 128, "cuda": 16, "rocm": 16, "xpu": 64}
+
+
+class ProbeError(Exception):
+    """The log does not give one consistent block size."""
+
+
+BlockSizeLine = collections.namedtuple("BlockSizeLine", ["proc", "pid", "n", "line"])
+
+
+def strip_ansi(text):
+    """Remove ANSI colour / cursor escapes and carriage returns."""
+    return ANSI_RE.sub("", text).replace("\r", "")
+
+
+def split_prefix(line):
+    """Return (proc, pid, rest) for one ANSI-stripped line.
+
+    Lines without a ``(<Proc> pid=<n>)`` prefix belong to process ``main``
+    (pid None).
+    """
+    m = PREFIX_RE.match(line)
+    if not m:
+        return "main", None, line
+    return m.group("proc"), int(m.group("pid")), line[m.end():]
+
+
+def parse_block_size_lines(text):
+    """Every ``Setting attention block size to N tokens`` line in text.
+
+    Returns a list of BlockSizeLine(proc, pid, n, line) in log order; line is
+    the ANSI-stripped line.
+    """
+    found = []
+    for raw in strip_ansi(text).split("\n"):
+        m = SET_BLOCK_RE.search(raw)
+        if not m:
+            continue
+        line = raw.strip()
+        proc, pid, _rest = split_prefix(line)
+        found.append(BlockSizeLine(proc, pid, int(m.group(1)), line))
+    return found
+
+
+def rank_key(entry):
+    """A key identifying the reporting rank: TP/PP/DP rank from the process
+    name when present (``Worker_TP1``, ``Worker_DP0_PP1_TP0``), else the pid."""
+    m = TP_RANK_RE.search(entry.proc)
+    if m:
+        return "dp%s_pp%s_tp%s" % (m.group("dp") or 0, m.group("pp") or 0, m.group("tp"))
+    if entry.pid is not None:
+        return "pid%d" % entry.pid
+    return entry.proc
+
+
+def reporting_ranks(lines):
+    """Distinct reporters among the block size lines (see rank_key)."""
+    return sorted(set(rank_key(e) for e in lines))
+
+
+def resolve_block_size(lines):
+    """The single N all reporters agree on.
+
+    Raises ProbeError when there is no line or when ranks disagree.
+    """
+    if not lines:
+        raise ProbeError("vLLM did not log 'Setting attention block size to N tokens'")
+    values = sorted(set(e.n for e in lines))
+    if len(values) > 1:
+        detail = ", ".join("%s(pid %s)=%d" % (e.proc, e.pid, e.n) for e in lines)
+        raise ProbeError(
+            "vLLM ranks disagree on the attention block size: %s" % detail
+        )
+    return values[0]
+
+
+def parse_padding(text):
+    """The last ``Padding mamba page size by X%`` value, or None."""
+    vals = PADDING_RE.findall(strip_ansi(text))
+    return float(vals[-1]) if vals else None
+
+
+def effective_block_size(text, requested=None, platform="cuda"):
+    """Block size in effect when vLLM became ready without printing the line.
+
+    Returns (value, how) where how names the evidence: ``log:backend``,
+    ``log:non-default-args``, ``log:config``, ``requested`` or
+    ``platform-default``. value is None when nothing is known.
+    """
+    clean = strip_ansi(text)
+    for regex, how in (
+        (KV_BACKEND_BLOCK_RE, "log:backend"),
+        (CACHE_INFO_BLOCK_RE, "log:cache_config_info"),
+        (NON_DEFAULT_BLOCK_RE, "log:non-default-args"),
+        (CONFIG_BLOCK_RE, "log:config"),
+    ):
+        vals = regex.findall(clean)
+        if vals:
+            return int(vals[-1]), how
+    if requested:
+        return int(requested), "requested"
+    default = PLATFORM_DEFAULT_BLOCK_SIZE.get(platform)
+    if default:
+        return default, "platform-default"
+    return None, "unknown"
+
+
+def looks_hybrid(text):
+    """True when the log shows Mamba / linear-attention state handling."""
+    return bool(HYBRID_HINT_RE.search(strip_ansi(text)))
+
+
+def _exception_lines(lines):
+    out = []
+    for idx, line in enumerate(lines):
+        _p, _pid, rest = split_prefix(line)
+        rest = rest.strip()
+        if EXC_LINE_RE.match(rest) and not rest.startswith("Traceback"):
+            out.append(idx)
+    return out
+
+
+def find_error_tail(text, max_lines=30):
+    """The relevant part of a failed vLLM log.
+
+    Picks the root-cause exception (the last exception line that is not
+    vLLM's generic "Engine core initialization failed. See root cause above"
+    wrapper), and returns its traceback (from the nearest ``Traceback`` line
+    before it, at most max_lines lines), followed by the final exception line
+    when that is a different one. Without any exception line: the last
+    ERROR line with context, else simply the last max_lines lines.
+    """
+    lines = [ln.rstrip() for ln in strip_ansi(text).split("\n")]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        return ""
+    exc = _exception_lines(lines)
+    if not exc:
+        errs = [i for i, ln in enumerate(lines) if ERROR_LEVEL_RE.search(split_prefix(ln)[2])]
+        if errs:
+            end = errs[-1] + 1
+            return "\n".join(lines[max(0, end - max_lines):min(len(lines), end + 3)])
+        return "\n".join(lines[-max_lines:])
+    root = exc[-1]
+    for idx in reversed(exc):
+        if not GENERIC_FAILURE_RE.search(lines[idx]):
+            root = idx
+            break
+    start = root
+    while start > 0 and root - start < max_lines - 1:
+        if TRACEBACK_RE.match(split_prefix(lines[start])[2].strip()):
+            break
+        start -= 1
+    # keep a possible multi-line message after the exception line
+    end = root + 1
+    while end < len(lines) and end - root < 4:
+        rest = split_prefix(lines[end])[2]
+        if not rest.strip() or TRACEBACK_RE.match(rest.strip()) or re.match(r"^(INFO|WARNING|ERROR|DEBUG)\b", rest.strip()):
+            break
+        if EXC_LINE_RE.match(rest.strip()):
+            break
+        end += 1
+    chunk = lines[start:end]
+    if len(chunk) > max_lines:
+        chunk = chunk[-max_lines:]
+    last = exc[-1]
+    if last != root and lines[last] not in chunk:
+        chunk = chunk + ["...", lines[last]]
+    return "\n".join(chunk)
+
+
+def summarize_error(text):
+    """One line naming the failure (the root-cause exception line), or ''."""
+    tail = find_error_tail(text, max_lines=60)
+    lines = [ln for ln in tail.split("\n") if ln.strip()]
+    for ln in lines:
+        rest = split_prefix(ln)[2].strip()
+        if EXC_LINE_RE.match(rest) and not GENERIC_FAILURE_RE.search(rest) and not rest.startswith("Traceback"):
+            return rest
+    return split_prefix(lines[-1])[2].strip() if lines else ""
+
+
+class LogScanner(object):
+    """Incremental scanner fed with raw log chunks while vLLM starts.
+
+    state(expected_ranks) returns:
+      ``found``  every expected rank reported (or the engine moved on after
+                 at least one report);
+      ``ready``  vLLM is serving and never printed the line;
+      ``failed`` vLLM reported that the engine could not start;
+      None       keep waiting.
+    """
+
+    def __init__(self):
+        self._buf = ""
+        self.lines = []
+        self.block_lines = []
+        self.ready = False
+        self.moved_on = False
+        self.engine_failed = False
+        self.padding_pct = None
+
+    def feed(self, chunk):
+        if isinstance(chunk, bytes):
+            chunk = chunk.decode("utf-8", "replace")
+        self._buf += chunk
+        if "\n" not in self._buf:
+            return
+        complete, self._buf = self._buf.rsplit("\n", 1)
+        for raw in complete.split("\n"):
+            self._add(raw)
+
+    def flush(self):
+        """Treat a trailing partial line as complete (process has exited)."""
+        if self._buf:
+            self._add(self._buf)
+            self._buf = ""
+
+    def _add(self, raw):
+        line = strip_ansi(raw).rstrip()
+        self.lines.append(line)
+        m = SET_BLOCK_RE.search(line)
+        if m:
+            proc, pid, _rest = split_prefix(line.strip())
+            self.block_lines.append(BlockSizeLine(proc, pid, int(m.group(1)), line.strip()))
+            return
+        pm = PADDING_RE.search(line)
+        if pm:
+            self.padding_pct = float(pm.group(1))
+        if READY_RE.search(line):
+            self.ready = True
+        if MOVED_ON_RE.search(line):
+            self.moved_on = True
+        if ENGINE_FAILED_RE.search(line):
+            self.engine_failed = True
+
+    @property
+    def text(self):
+        return "\n".join(self.lines + ([self._buf] if self._buf else []))
+
+    def state(self, expected_ranks=1):
+        if self.block_lines:
+            if len(reporting_ranks(self.block_lines)) >= max(1, int(expected_ranks)):
+                return "found"
+            if self.moved_on or self.ready:
+                return "found"
+            if self.engine_failed:
+                return "failed"
+            return None
+        if self.ready:
+            return "ready"
+        if self.engine_failed:
+            return "failed"
+        return None

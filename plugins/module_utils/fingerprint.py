@@ -1,0 +1,210 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Fingerprint of every input that changes vLLM's hybrid block size N.
+
+Two probes with the same fingerprint print the same N, so the probe module
+caches N under it. Pure helpers, plus two small file readers (config.json
+hash, dist-info versions) that are cheap and free of side effects.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import glob
+import hashlib
+import json
+import os
+import re
+
+FINGERPRINT_VERSION = 1
+
+# Options of the probe module that enter the fingerprint, in this order.
+FINGERPRINT_FIELDS = (
+    "model",
+    "vllm_version",
+    "platform",
+    "tensor_parallel_size",
+    "dtype",
+    "kv_cache_dtype",
+    "mamba_ssm_cache_dtype",
+    "mamba_cache_dtype",
+    "block_size",
+    "speculative_config",
+    "extra_args",
+    "env",
+    "probe_mode",
+)
+
+# Environment variables that never change N: left out of the fingerprint.
+ENV_IGNORED_RE = re.compile(
+    r"^(VLLM_LOGGING_\w+|VLLM_CONFIGURE_LOGGING|VLLM_CPU_KVCACHE_SPACE|VLLM_CPU_OMP_THREADS_BIND"
+    r"|VLLM_NO_USAGE_STATS|DO_NOT_TRACK|VLLM_CACHE_ROOT|HF_HOME|HF_HUB_OFFLINE|HF_TOKEN"
+    r"|HUGGING_FACE_HUB_TOKEN|TRANSFORMERS_OFFLINE|NO_COLOR|PYTHONUNBUFFERED|PATH|HOME"
+    r"|TMPDIR|VLLM_HOST_IP|VLLM_PORT|VLLM_API_KEY|VLLM_RPC_TIMEOUT|VLLM_ENGINE_READY_TIMEOUT_S"
+    r"|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES|OMP_NUM_THREADS)$"
+)
+
+# Python snippet run with the venv's interpreter: versions of the vLLM dists.
+VERSION_SNIPPET = (
+    "import json, importlib.metadata as m\n"
+    "out = {}\n"
+    "for d in ('vllm', 'vllm-cpu', 'vllm-rocm', 'vllm-xpu'):\n"
+    "    try:\n"
+    "        out[d] = m.version(d)\n"
+    "    except Exception:\n"
+    "        pass\n"
+    "print(json.dumps(out))\n"
+)
+
+
+def canonical_json(obj):
+    """Deterministic JSON (sorted keys, no whitespace)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def sha256_bytes(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def is_local_model(model):
+    """A model given as a directory on the host (vs. a hub id)."""
+    return bool(model) and os.path.isdir(model)
+
+
+def read_model_config(model):
+    """config.json of a local model dir as (dict, raw bytes), or (None, None)."""
+    if not is_local_model(model):
+        return None, None
+    path = os.path.join(model, "config.json")
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except (IOError, OSError):
+        return None, None
+    try:
+        return json.loads(raw.decode("utf-8")), raw
+    except ValueError:
+        return None, raw
+
+
+def model_identity(model, revision=None):
+    """Identity of the checkpoint: its config.json content for a local dir
+    (the architecture and every size vLLM reads come from it), the hub id and
+    revision otherwise."""
+    if is_local_model(model):
+        _cfg, raw = read_model_config(model)
+        if raw is None:
+            raise ValueError("model directory %s has no readable config.json" % model)
+        return {"kind": "local", "config_sha256": sha256_bytes(raw)}
+    return {"kind": "hub", "id": model, "revision": revision or "main"}
+
+
+def resolve_vllm_version(dists):
+    """The vLLM version string from a {dist-name: version} mapping.
+
+    vllm-cpu installs a dist named ``vllm-cpu``; vLLM itself reports
+    ``<version>+cpu`` for it (and the fleet's CPU fixup adds a ``vllm``
+    dist-info shim with that version). Returns None when no vLLM dist exists.
+    """
+    if not dists:
+        return None
+    if dists.get("vllm"):
+        return str(dists["vllm"])
+    for name, suffix in (("vllm-cpu", "cpu"), ("vllm-rocm", "rocm"), ("vllm-xpu", "xpu")):
+        ver = dists.get(name)
+        if ver:
+            ver = str(ver)
+            return ver if suffix in ver else "%s+%s" % (ver, suffix)
+    return None
+
+
+def platform_from_version(version):
+    """cpu / rocm / xpu / cuda from a vLLM version string."""
+    v = (version or "").lower()
+    for plat in ("cpu", "rocm", "xpu", "tpu"):
+        if plat in v:
+            return plat
+    return "cuda"
+
+
+def dist_versions_from_site_packages(site_packages_dirs):
+    """Fallback without running Python: read dist-info METADATA files."""
+    out = {}
+    for sp in site_packages_dirs:
+        for meta in glob.glob(os.path.join(sp, "*.dist-info", "METADATA")):
+            name = version = None
+            try:
+                with open(meta, "r") as f:
+                    for line in f:
+                        if line.startswith("Name:"):
+                            name = line.split(":", 1)[1].strip().lower().replace("_", "-")
+                        elif line.startswith("Version:"):
+                            version = line.split(":", 1)[1].strip()
+                        if name and version:
+                            break
+            except (IOError, OSError):
+                continue
+            if name in ("vllm", "vllm-cpu", "vllm-rocm", "vllm-xpu") and version:
+                out.setdefault(name, version)
+    return out
+
+
+def normalize_speculative_config(value):
+    """Speculative config as a dict (or None) from a dict or a JSON string."""
+    if value in (None, "", {}):
+        return None
+    if isinstance(value, dict):
+        return copy.deepcopy(value)
+    try:
+        parsed = json.loads(value)
+    except (TypeError, ValueError):
+        raise ValueError("speculative_config is not valid JSON: %r" % (value,))
+    if not isinstance(parsed, dict):
+        raise ValueError("speculative_config must be a JSON object, got %r" % (value,))
+    return parsed
+
+
+def normalize_choice(value):
+    """'auto', '' and None all mean vLLM's default."""
+    if value is None:
+        return "auto"
+    value = str(value).strip()
+    return value or "auto"
+
+
+def relevant_env(env):
+    """The user-given environment entries that may change N."""
+    return dict(
+        (str(k), str(v)) for k, v in (env or {}).items() if not ENV_IGNORED_RE.match(str(k))
+    )
+
+
+def fingerprint_inputs(model_id, vllm_version, tensor_parallel_size=1, dtype="auto",
+                       kv_cache_dtype="auto", mamba_ssm_cache_dtype="auto",
+                       mamba_cache_dtype="auto", block_size=None, speculative_config=None,
+                       extra_args=None, env=None, probe_mode="full", platform=None):
+    """The canonical dict that is hashed (also stored with a cache entry)."""
+    return {
+        "fingerprint_version": FINGERPRINT_VERSION,
+        "model": model_id,
+        "vllm_version": vllm_version,
+        "platform": platform or platform_from_version(vllm_version),
+        "tensor_parallel_size": int(tensor_parallel_size or 1),
+        "dtype": normalize_choice(dtype),
+        "kv_cache_dtype": normalize_choice(kv_cache_dtype),
+        "mamba_ssm_cache_dtype": normalize_choice(mamba_ssm_cache_dtype),
+        "mamba_cache_dtype": normalize_choice(mamba_cache_dtype),
+        "block_size": int(block_size) if block_size else None,
+        "speculative_config": normalize_speculative_config(speculative_config),
+        "extra_args": [str(a) for a in (extra_args or [])],
+        "env": relevant_env(env),
+        "probe_mode": probe_mode or "full",
+    }
+
+
+def compute_fingerprint(inputs):
+    """sha256 hex of the canonical JSON of fingerprint_inputs()."""
+    return sha256_bytes(canonical_json(inputs).encode("utf-8"))

@@ -1,0 +1,534 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Launch a throw-away ``vllm serve``, wait for the block size line, kill it.
+
+vLLM ignores SIGTERM while its engine initialises and its EngineCore /
+Worker / resource_tracker children survive a SIGKILL of the main process.
+The only clean stop is SIGKILL of the whole process group, so the probe runs
+vLLM in a new session (its own process group) and kills that group, then
+every process left in the session, and waits until none is left.
+A small watchdog process kills the group too if the probe itself dies
+without cleaning up (e.g. SIGKILL of the Ansible module).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import (
+    LogScanner,
+)
+
+# Flags that the probe sets itself; the same flags in extra_args are dropped
+# (they would point the probe at production resources or break the cheap path).
+PROBE_OWNED_FLAGS = {
+    "--host": True, "--port": True, "--uds": True, "--kv-transfer-config": True,
+    "--load-format": True, "--api-key": True, "--served-model-name": True,
+    "--ssl-keyfile": True, "--ssl-certfile": True,
+}
+# extra_args flags that make the shrunken probe unsafe (they change the model
+# shape themselves or depend on the layer count).
+SHRINK_BLOCKING_FLAGS = ("--hf-overrides", "--hf-config-path", "--num-redundant-experts",
+                         "--pipeline-parallel-size", "-pp")
+
+SHRINK_LAYERS = 4
+HYBRID_LINEAR = "linear_attention"
+HYBRID_FULL = "full_attention"
+
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 16384
+DEFAULT_MAX_MODEL_LEN = 4096
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.3
+
+WATCHDOG_SRC = r"""
+import os, signal, sys, time
+parent, sid = int(sys.argv[1]), int(sys.argv[2])
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+def members():
+    out = []
+    for d in os.listdir('/proc'):
+        if not d.isdigit():
+            continue
+        try:
+            with open('/proc/%s/stat' % d, 'rb') as f:
+                st = f.read().decode('utf-8', 'replace')
+        except OSError:
+            continue
+        fields = st[st.rfind(')') + 2:].split()
+        if int(fields[2]) == sid or int(fields[3]) == sid:
+            out.append(int(d))
+    return out
+while True:
+    if not members():
+        sys.exit(0)
+    if not alive(parent) or os.getppid() != parent:
+        for _ in range(50):
+            try:
+                os.killpg(sid, signal.SIGKILL)
+            except OSError:
+                pass
+            left = members()
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            if not left:
+                break
+            time.sleep(0.1)
+        sys.exit(0)
+    time.sleep(0.5)
+"""
+
+
+# --------------------------------------------------------------------------
+# pure helpers
+# --------------------------------------------------------------------------
+
+def _flag_name(arg):
+    return arg.split("=", 1)[0]
+
+
+def filter_extra_args(extra_args):
+    """Split extra_args into (kept, dropped); dropped are probe-owned flags
+    (with their value)."""
+    kept, dropped = [], []
+    args = [str(a) for a in (extra_args or [])]
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name = _flag_name(arg)
+        if name in PROBE_OWNED_FLAGS:
+            if "=" in arg or i + 1 >= len(args) or args[i + 1].startswith("--"):
+                dropped.append(arg)
+                i += 1
+            else:
+                dropped.extend([arg, args[i + 1]])
+                i += 2
+            continue
+        kept.append(arg)
+        i += 1
+    return kept, dropped
+
+
+def text_config_path(config):
+    """('text_config', sub-dict) for multimodal configs, ('', config) else."""
+    if isinstance(config.get("text_config"), dict):
+        return "text_config", config["text_config"]
+    return "", config
+
+
+def shrink_overrides(config, extra_args=None, speculative_config=None):
+    """``--hf-overrides`` dict that cuts the language model to 4 layers while
+    keeping both linear_attention and full_attention layers, or
+    (None, reason) when the config cannot be shrunk safely.
+
+    N depends on the per-layer state and KV shapes, not on the layer count,
+    so the shrunken model prints the same N at a fraction of the memory and
+    start-up time.
+    """
+    if not isinstance(config, dict):
+        return None, "no readable config.json (hub model or unreadable file)"
+    for arg in extra_args or []:
+        if _flag_name(str(arg)) in SHRINK_BLOCKING_FLAGS:
+            return None, "extra_args set %s" % _flag_name(str(arg))
+    if speculative_config:
+        return None, "speculative decoding configured (draft layers follow the target's layout)"
+    key, text = text_config_path(config)
+    layers = text.get("num_hidden_layers")
+    if not isinstance(layers, int) or layers <= SHRINK_LAYERS:
+        return None, "model has %s layers; nothing to shrink" % (layers,)
+    overrides = {"num_hidden_layers": SHRINK_LAYERS}
+    layer_types = text.get("layer_types")
+    if isinstance(layer_types, list) and layer_types:
+        kinds = set(layer_types)
+        if not kinds <= {HYBRID_LINEAR, HYBRID_FULL}:
+            return None, "layer_types has kinds other than linear/full attention: %s" % sorted(kinds)
+        if kinds != {HYBRID_LINEAR, HYBRID_FULL}:
+            return None, "layer_types does not mix linear_attention and full_attention"
+        head = list(layer_types[:SHRINK_LAYERS])
+        if set(head) != {HYBRID_LINEAR, HYBRID_FULL}:
+            head = [HYBRID_LINEAR] * (SHRINK_LAYERS - 1) + [HYBRID_FULL]
+        overrides["layer_types"] = head
+    else:
+        interval = text.get("full_attention_interval")
+        if not isinstance(interval, int) or not 2 <= interval <= SHRINK_LAYERS:
+            return None, "no layer_types and no full_attention_interval <= %d" % SHRINK_LAYERS
+        if any(k in text for k in ("layers_block_type", "hybrid_override_pattern", "attn_layer_indices",
+                                    "mlp_only_layers", "decoder_sparse_step")):
+            return None, "config defines its layer layout in a way the shrink does not handle"
+    if key:
+        return {key: overrides}, "shrunk %s to %d layers" % (key, SHRINK_LAYERS)
+    return overrides, "shrunk to %d layers" % SHRINK_LAYERS
+
+
+def build_probe_argv(vllm_executable, model, port, tensor_parallel_size=1, dtype="auto",
+                     kv_cache_dtype="auto", mamba_ssm_cache_dtype="auto",
+                     mamba_cache_dtype="auto", block_size=None, speculative_config=None,
+                     extra_args=None, max_model_len=None, gpu_memory_utilization=None,
+                     max_num_batched_tokens=None, language_model_only=True,
+                     skip_tokenizer_init=True, hf_overrides=None, host="127.0.0.1"):
+    """argv of the probe launch.
+
+    Production-relevant flags (the ones that change N) are passed only when
+    they differ from vLLM's default, exactly as given; the cheap flags keep the
+    launch small; extra_args go last so they win over the cheap flags.
+    """
+    argv = [vllm_executable, "serve", model,
+            "--enable-prefix-caching", "--mamba-cache-mode", "align",
+            "--load-format", "dummy", "--enforce-eager",
+            "--max-model-len", str(max_model_len or DEFAULT_MAX_MODEL_LEN),
+            "--gpu-memory-utilization", str(gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION),
+            "--max-num-batched-tokens", str(max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS),
+            "--max-num-seqs", "4",
+            "--host", host, "--port", str(port)]
+    if language_model_only:
+        argv.append("--language-model-only")
+    if skip_tokenizer_init:
+        argv.append("--skip-tokenizer-init")
+    if int(tensor_parallel_size or 1) != 1:
+        argv += ["--tensor-parallel-size", str(int(tensor_parallel_size))]
+    for flag, value in (("--dtype", dtype), ("--kv-cache-dtype", kv_cache_dtype),
+                        ("--mamba-ssm-cache-dtype", mamba_ssm_cache_dtype),
+                        ("--mamba-cache-dtype", mamba_cache_dtype)):
+        if value not in (None, "", "auto"):
+            argv += [flag, str(value)]
+    if block_size:
+        argv += ["--block-size", str(int(block_size))]
+    if speculative_config:
+        spec = speculative_config
+        if not isinstance(spec, str):
+            spec = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+        argv += ["--speculative-config", spec]
+    if hf_overrides:
+        argv += ["--hf-overrides", json.dumps(hf_overrides, separators=(",", ":"))]
+    argv += [str(a) for a in (extra_args or [])]
+    return argv
+
+
+def probe_env(base_env, user_env=None, platform="cuda", local_model=False):
+    """Environment of the probe: base + user env + the probe's defaults."""
+    env = dict(base_env or {})
+    env.update(dict((str(k), str(v)) for k, v in (user_env or {}).items()))
+    env["PYTHONUNBUFFERED"] = "1"
+    # the line is printed at INFO; a WARNING level would hide it
+    if env.get("VLLM_LOGGING_LEVEL", "INFO").upper() not in ("INFO", "DEBUG"):
+        env["VLLM_LOGGING_LEVEL"] = "INFO"
+    env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
+    env["VLLM_CONFIGURE_LOGGING"] = "1"
+    env.setdefault("VLLM_LOGGING_COLOR", "0")
+    env.setdefault("NO_COLOR", "1")
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    env.setdefault("DO_NOT_TRACK", "1")
+    if platform == "cpu":
+        # skips the CPU memory check and keeps the KV cache at 1 GiB
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    if local_model:
+        env.setdefault("HF_HUB_OFFLINE", "1")
+    return env
+
+
+# --------------------------------------------------------------------------
+# cache file
+# --------------------------------------------------------------------------
+
+def load_cache(path):
+    """{fingerprint: entry} from the cache file; {} when absent or unreadable."""
+    try:
+        with open(path, "r") as f:
+            data = json.load(f)
+    except (IOError, OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return dict((k, v) for k, v in data.items() if isinstance(v, dict) and "vllm_block_size" in v)
+
+
+def store_cache(path, cache, fingerprint, entry, keep=20):
+    """Add entry under fingerprint, keep the newest `keep` entries, write the
+    file atomically (0644, parents created 0755). Returns the new cache."""
+    new = copy.deepcopy(cache)
+    new[fingerprint] = entry
+    if keep and len(new) > keep:
+        ordered = sorted(new.items(), key=lambda kv: kv[1].get("probed_at", ""), reverse=True)
+        keep_keys = set(k for k, _v in ordered[:keep]) | {fingerprint}
+        new = dict((k, v) for k, v in new.items() if k in keep_keys)
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        os.makedirs(parent, 0o755)
+    fd, tmp = tempfile.mkstemp(prefix=".vllm_block_size.", dir=parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(new, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, path)
+    except Exception:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return new
+
+
+# --------------------------------------------------------------------------
+# processes
+# --------------------------------------------------------------------------
+
+def free_port(host="127.0.0.1"):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+def _proc_stat(pid):
+    """(pgid, sid) of a pid from /proc, or None."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            st = f.read().decode("utf-8", "replace")
+    except (IOError, OSError):
+        return None
+    fields = st[st.rfind(")") + 2:].split()
+    # fields[0]=state, [1]=ppid, [2]=pgrp, [3]=session
+    if fields and fields[0] == "Z":
+        return None  # zombie: already dead, waits for its parent
+    return int(fields[2]), int(fields[3])
+
+
+def session_members(sid):
+    """Live pids whose process group or session is sid."""
+    out = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for d in names:
+        if not d.isdigit():
+            continue
+        st = _proc_stat(int(d))
+        if st and (st[0] == sid or st[1] == sid):
+            out.append(int(d))
+    return out
+
+
+def kill_session(sid, timeout=10.0):
+    """SIGKILL the process group sid and every process left in session sid;
+    wait until none is alive. Returns the pids still alive (normally [])."""
+    deadline = time.time() + timeout
+    left = session_members(sid)
+    while True:
+        try:
+            os.killpg(sid, signal.SIGKILL)
+        except OSError:
+            pass
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.05)
+        left = session_members(sid)
+        if not left or time.time() > deadline:
+            return left
+
+
+class ProbeInterrupted(Exception):
+    """The probe received SIGTERM / SIGINT / SIGHUP."""
+
+    def __init__(self, signum):
+        super(ProbeInterrupted, self).__init__("probe interrupted by signal %d" % signum)
+        self.signum = signum
+
+
+class ProbeResult(object):
+    def __init__(self, status, scanner, elapsed, returncode=None, log_path=None):
+        self.status = status        # found | ready | failed | exited | timeout
+        self.scanner = scanner
+        self.elapsed = elapsed
+        self.returncode = returncode
+        self.log_path = log_path
+        self.line_elapsed = None
+        self.leftover = []
+
+
+class ProbeProcess(object):
+    """One vLLM probe launch. Use as a context manager: __exit__ always kills
+    the session, even on exceptions."""
+
+    def __init__(self, argv, env, log_path=None, cwd=None, watchdog=True):
+        self.argv = argv
+        self.env = env
+        self.cwd = cwd
+        self.proc = None
+        self.sid = None
+        self.watchdog = None
+        self.use_watchdog = watchdog
+        self._own_log = log_path is None
+        if log_path is None:
+            fd, log_path = tempfile.mkstemp(prefix="vllm-block-size-probe.", suffix=".log")
+            os.close(fd)
+        self.log_path = log_path
+        self._log_fh = None
+        self._old_handlers = {}
+        self.leftover = []
+
+    # signals -> exception, so that `finally` blocks run
+    def _on_signal(self, signum, _frame):
+        raise ProbeInterrupted(signum)
+
+    def _install_signals(self):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            try:
+                self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+            except (ValueError, OSError):
+                pass  # not the main thread
+
+    def _restore_signals(self):
+        for sig, old in self._old_handlers.items():
+            try:
+                signal.signal(sig, old)
+            except (ValueError, OSError):
+                pass
+        self._old_handlers = {}
+
+    def __enter__(self):
+        self._install_signals()
+        try:
+            self.start()
+        except Exception:
+            self.stop()
+            self._restore_signals()
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self.stop()
+        finally:
+            self._restore_signals()
+        return False
+
+    def start(self):
+        log_dir = os.path.dirname(os.path.abspath(self.log_path))
+        if not os.path.isdir(log_dir):
+            os.makedirs(log_dir, 0o755)
+        self._log_fh = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=self._log_fh, stderr=subprocess.STDOUT,
+            env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True,
+        )
+        self.sid = self.proc.pid
+        if self.use_watchdog:
+            try:
+                self.watchdog = subprocess.Popen(
+                    [sys.executable, "-c", WATCHDOG_SRC, str(os.getpid()), str(self.sid)],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    close_fds=True, start_new_session=True,
+                )
+            except (OSError, ValueError):
+                self.watchdog = None
+
+    def stop(self):
+        """Kill the whole session; reap; stop the watchdog. Idempotent."""
+        leftover = []
+        if self.sid is not None:
+            leftover = kill_session(self.sid)
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=5)
+            except Exception:
+                pass
+        if self.watchdog is not None:
+            try:
+                self.watchdog.kill()
+            except OSError:
+                pass
+            try:
+                self.watchdog.wait(timeout=5)
+            except Exception:
+                pass
+            self.watchdog = None
+        if self._log_fh is not None:
+            try:
+                self._log_fh.close()
+            except Exception:
+                pass
+            self._log_fh = None
+        self.leftover = leftover
+        return leftover
+
+    def remove_log(self):
+        if self._own_log:
+            try:
+                os.unlink(self.log_path)
+            except OSError:
+                pass
+
+    def wait_for_block_size(self, timeout, expected_ranks=1, poll=0.2, failed_grace=3.0,
+                            clock=time.time):
+        """Follow the log until the block size is known, vLLM is ready, fails,
+        exits, or timeout seconds pass. Returns a ProbeResult (the process is
+        still alive; call stop())."""
+        scanner = LogScanner()
+        start = clock()
+        deadline = start + float(timeout)
+        failed_at = None
+        line_elapsed = None
+        with open(self.log_path, "rb") as reader:
+            while True:
+                chunk = reader.read()
+                if chunk:
+                    scanner.feed(chunk)
+                if scanner.block_lines and line_elapsed is None:
+                    line_elapsed = clock() - start
+                state = scanner.state(expected_ranks)
+                rc = self.proc.poll()
+                if state in ("found", "ready"):
+                    res = ProbeResult(state, scanner, clock() - start, rc, self.log_path)
+                    res.line_elapsed = line_elapsed
+                    return res
+                if rc is not None:
+                    chunk = reader.read()
+                    if chunk:
+                        scanner.feed(chunk)
+                    scanner.flush()
+                    state = scanner.state(expected_ranks)
+                    status = state if state in ("found", "ready") else "exited"
+                    if status != "found" and scanner.block_lines:
+                        status = "found"  # some ranks reported before the exit
+                    res = ProbeResult(status, scanner, clock() - start, rc, self.log_path)
+                    res.line_elapsed = line_elapsed
+                    return res
+                if state == "failed":
+                    if failed_at is None:
+                        failed_at = clock()
+                    elif clock() - failed_at >= failed_grace:
+                        scanner.flush()
+                        return ProbeResult("failed", scanner, clock() - start, None, self.log_path)
+                if clock() >= deadline:
+                    scanner.flush()
+                    res = ProbeResult("timeout", scanner, clock() - start, None, self.log_path)
+                    res.line_elapsed = line_elapsed
+                    return res
+                time.sleep(poll)

