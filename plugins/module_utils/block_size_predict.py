@@ -177,7 +177,7 @@ def explain_block_size(config, tensor_parallel_size=1, dtype='auto', kv_cache_dt
     version = _version_tuple(vllm_version)
     modern = version >= (0, 20, 0)
     arch = _architecture(config)
-    tp = int(tensor_parallel_size or 1)
+    tp = 1 if tensor_parallel_size in (None, '') else int(tensor_parallel_size)
     if tp < 1:
         raise ValueError('tensor_parallel_size must be >= 1')
     user_block = None if block_size in (None, '') else int(block_size)
