@@ -64,6 +64,10 @@ GENERIC_FAILURE_RE = re.compile(
 )
 ERROR_LEVEL_RE = re.compile(r"^(?:ERROR|CRITICAL)\b|\bERROR \d\d-\d\d ")
 TRACEBACK_RE = re.compile(r"^Traceback \(most recent call last\):")
+# vLLM's logger header: "ERROR 11-30 09:30:48 [core.py:1100] " (tracebacks are logged line by line)
+LOG_HEADER_RE = re.compile(
+    r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] ?"
+)
 
 # Platform default block size when the user did not set one (vLLM >= 0.20).
 PLATFORM_DEFAULT_BLOCK_SIZE = {"cpu": 128, "cuda": 16, "rocm": 16, "xpu": 64}
@@ -91,6 +95,12 @@ def split_prefix(line):
     if not m:
         return "main", None, line
     return m.group("proc"), int(m.group("pid")), line[m.end():]
+
+
+def message_of(line):
+    """The message part of a log line: without process prefix and logger header."""
+    rest = split_prefix(line.strip())[2]
+    return LOG_HEADER_RE.sub("", rest, count=1)
 
 
 def parse_block_size_lines(text):
@@ -181,8 +191,7 @@ def looks_hybrid(text):
 def _exception_lines(lines):
     out = []
     for idx, line in enumerate(lines):
-        _p, _pid, rest = split_prefix(line)
-        rest = rest.strip()
+        rest = message_of(line).strip()
         if EXC_LINE_RE.match(rest) and not rest.startswith("Traceback"):
             out.append(idx)
     return out
@@ -217,13 +226,13 @@ def find_error_tail(text, max_lines=30):
             break
     start = root
     while start > 0 and root - start < max_lines - 1:
-        if TRACEBACK_RE.match(split_prefix(lines[start])[2].strip()):
+        if TRACEBACK_RE.match(message_of(lines[start]).strip()):
             break
         start -= 1
     # keep a possible multi-line message after the exception line
     end = root + 1
     while end < len(lines) and end - root < 4:
-        rest = split_prefix(lines[end])[2]
+        rest = message_of(lines[end])
         if not rest.strip() or TRACEBACK_RE.match(rest.strip()) or re.match(r"^(INFO|WARNING|ERROR|DEBUG)\b", rest.strip()):
             break
         if EXC_LINE_RE.match(rest.strip()):
@@ -243,10 +252,10 @@ def summarize_error(text):
     tail = find_error_tail(text, max_lines=60)
     lines = [ln for ln in tail.split("\n") if ln.strip()]
     for ln in lines:
-        rest = split_prefix(ln)[2].strip()
+        rest = message_of(ln).strip()
         if EXC_LINE_RE.match(rest) and not GENERIC_FAILURE_RE.search(rest) and not rest.startswith("Traceback"):
             return rest
-    return split_prefix(lines[-1])[2].strip() if lines else ""
+    return message_of(lines[-1]).strip() if lines else ""
 
 
 class LogScanner(object):
