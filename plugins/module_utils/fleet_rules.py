@@ -342,7 +342,7 @@ def check_transfer_modes(host, server_mode, connector_mode, device):
     if errors or device not in DEVICES:
         return errors
     resolved = resolve_connector_transfer_mode(connector_mode, device)
-    if server_mode != 'auto' and server_mode != resolved:
+    if server_mode not in ('auto', resolved):
         shown = connector_mode if connector_mode not in (None, '') else None
         errors.append(msg(host, 'vllm_server_lmcache_transfer_mode', shown,
                           '(resolves to %s on %s) is not accepted by lmcache_server_supported_transfer_mode=%s'

@@ -10,6 +10,7 @@ created and put first on ``sys.path``.
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import shutil
 import sys
@@ -20,8 +21,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 def _expose_collection():
     try:
-        # pylint: disable-next=unused-import
-        import ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules  # noqa: F401
+        importlib.import_module('ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules')
         return
     except ImportError:
         pass
