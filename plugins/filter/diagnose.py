@@ -1,0 +1,31 @@
+# -*- coding: utf-8 -*-
+# Copyright: lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filter turning a failed unit's journal into plain-words findings.
+
+Documentation: ``plugins/filter/journal_diagnose.yml``.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnose import diagnose
+
+
+def journal_diagnose(text, service='vllm', host='', device='cuda', model=None):
+    """List of findings (dicts with cause, what, fix, variables, evidence, message)."""
+    if text is None:
+        text = ''
+    if isinstance(text, (list, tuple)):
+        text = '\n'.join(str(line) for line in text)
+    if not isinstance(text, str):
+        raise AnsibleFilterError('journal_diagnose expects the journal text (a string or a list of lines)')
+    return diagnose(text, service=service, host=host, device=device, model=model)
+
+
+class FilterModule:
+    """lmcache_vllm.fleet diagnosis filters."""
+
+    def filters(self):
+        return {'journal_diagnose': journal_diagnose}
