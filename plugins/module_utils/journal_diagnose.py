@@ -177,6 +177,12 @@ def _lmcache_incomplete(m, ctx):
             ['lmcache_server_version', 'lmcache_server_device'])
 
 
+def _max_model_len(m, ctx):
+    return ('max_model_len %s is larger than the model allows (%s)' % (m.group('want'), m.group('limit')),
+            'lower vllm_server_max_model_len to at most %s (or leave it null)' % m.group('limit'),
+            ['vllm_server_max_model_len'])
+
+
 def _start_limit(m, ctx):
     return ('systemd stopped restarting the unit after repeated failures (start limit hit)',
             'fix the cause above, then run the deploy again (it resets the unit)',
@@ -229,6 +235,9 @@ RULES = [
      re.compile(r'CUDA out of memory|OutOfMemoryError'), _oom),
     ('port_in_use',
      re.compile(r'[Aa]ddress already in use'), _port_in_use),
+    ('max_model_len',
+     re.compile(r'User-specified max_model_len \((?P<want>\d+)\) is greater than the derived max_model_len '
+                r'\((?:\w+=)?(?P<limit>\d+)'), _max_model_len),
     ('tp_heads',
      re.compile(r'Total number of attention heads \((?P<heads>\d+)\) must be divisible by tensor parallel size '
                 r'\((?P<tp>\d+)\)'), _tp_heads),

@@ -112,6 +112,14 @@ CASES = [
         ['vllm_server_mamba_cache_mode=align'],
     ),
     (
+        'max_model_len',
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n  Value error, User-specified "
+        "max_model_len (1000000) is greater than the derived max_model_len (max_position_embeddings=262144 or "
+        "model_max_length=None in model's config.json).",
+        'vllm', 'cpu',
+        ['vllm_server_max_model_len to at most 262144'],
+    ),
+    (
         'tp_heads',
         'ValueError: Total number of attention heads (24) must be divisible by tensor parallel size (5).',
         'vllm', 'cuda',
