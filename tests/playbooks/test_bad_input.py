@@ -1,0 +1,131 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Bad inventory values are rejected by playbooks/deploy.yml before any host is contacted.
+
+Every test inventory has a valid host and a host with one bad value; both point at an ssh
+that does not exist, so a run that reached any host would show it. N-dependent values are
+checked before the probe through ``vllm_server_expected_block_size`` (the N the operator
+expects; the probe must later agree with it).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import CONTACT_MARKERS, REPO_ROOT
+
+GOOD_27B = {
+    'vllm_server_model': 'Qwen/Qwen3.6-27B',
+    'vllm_server_tensor_parallel_size': 2,
+    'vllm_server_gpus': ['0', '1'],
+    'vllm_server_expected_block_size': 784,
+}
+GOOD_08B = {
+    'vllm_server_model': 'Qwen/Qwen3.5-0.8B',
+    'vllm_server_expected_block_size': 544,
+}
+
+# (id, overrides of the bad host, expected parts of its message)
+BAD_VALUES = [
+    ('chunk-size-not-multiple-of-n', {'lmcache_server_chunk_size': 1000},
+     ['host bad-01: lmcache_server_chunk_size=1000 is not a multiple of N=784; use 784 or 1568']),
+    ('max-num-batched-tokens-below-n', {'vllm_server_max_num_batched_tokens': 500},
+     ['host bad-01: vllm_server_max_num_batched_tokens=500 is below N=784', 'use 1567 (2N-1)']),
+    ('max-num-batched-tokens-2n-without-separate-groups',
+     {'vllm_server_max_num_batched_tokens': 1568, 'lmcache_server_separate_object_groups': False},
+     ['host bad-01: vllm_server_max_num_batched_tokens=1568 is >= 2N=1568, which needs LMCache separate object groups',
+      'set lmcache_server_separate_object_groups=true']),
+    ('mamba-cache-mode-all', {'vllm_server_mamba_cache_mode': 'all'},
+     ['host bad-01: vllm_server_mamba_cache_mode=all is not supported: GDN models do not support the all mode; use align']),
+    ('prefix-caching-off', {'vllm_server_enable_prefix_caching': False},
+     ['host bad-01: vllm_server_enable_prefix_caching=false turns prefix caching off', 'use true']),
+    ('unknown-eviction-policy', {'lmcache_server_eviction_policy': 'FIFO'},
+     ['host bad-01: lmcache_server_eviction_policy=FIFO is not an eviction policy of lmcache server',
+      'use one of LRU, ARC, IsolatedLRU, noop']),
+    ('negative-l1-size', {'lmcache_server_l1_size_gb': -1},
+     ['host bad-01: lmcache_server_l1_size_gb=-1 is not a positive size in GB']),
+    ('port-out-of-range', {'vllm_server_port': 70000},
+     ['host bad-01: vllm_server_port=70000 is not a TCP port; use an integer in 1..65535']),
+    ('port-shared-by-both-services', {'lmcache_server_port': 8000, 'vllm_server_port': 8000},
+     ['host bad-01: vllm_server_port=8000 is already used by lmcache_server_port on this host']),
+    ('missing-model', {'vllm_server_model': ''},
+     ['host bad-01: vllm_server_model="" is empty', 'Qwen/Qwen3.6-27B']),
+    ('tp-not-matching-gpus', {'vllm_server_tensor_parallel_size': 2, 'vllm_server_gpus': ['0', '1', '2']},
+     ['host bad-01: vllm_server_tensor_parallel_size=2 does not match the GPU list',
+      'list exactly 2 GPU ids in vllm_server_gpus']),
+    ('connector-on-cpu-hybrid-host', {'vllm_server_device': 'cpu', 'vllm_server_kv_connector': True},
+     ['host bad-01: vllm_server_kv_connector=true is refused on a CPU host serving a hybrid model',
+      'engine-driven transfer does not support multiple KV transfer groups now',
+      'set vllm_server_kv_connector=false']),
+    ('transfer-mode-mismatch',
+     {'vllm_server_device': 'cpu', 'vllm_server_hybrid': False, 'vllm_server_expected_block_size': None,
+      'lmcache_server_supported_transfer_mode': 'lmcache_driven'},
+     ['host bad-01: vllm_server_lmcache_transfer_mode=null (resolves to engine_driven on cpu) is not accepted by '
+      'lmcache_server_supported_transfer_mode=lmcache_driven',
+      'set vllm_server_lmcache_transfer_mode=lmcache_driven or lmcache_server_supported_transfer_mode=auto']),
+    ('hybrid-without-connector-on-gpu', {'vllm_server_kv_connector': False},
+     ['host bad-01: vllm_server_kv_connector=false leaves a hybrid model on a GPU host without LMCache']),
+    ('chunk-multiple-zero', {'lmcache_server_chunk_multiple': 0},
+     ['host bad-01: lmcache_server_chunk_multiple=0 is not an integer >= 1']),
+    ('port-not-a-number', {'lmcache_server_http_port': 'eighty'},
+     ['host bad-01: lmcache_server_http_port=eighty is not a TCP port',
+      "host bad-01: argument 'lmcache_server_http_port' is of type str"]),
+]
+
+
+def assert_rejected_before_contact(rc, out):
+    assert rc != 0, out
+    for marker in CONTACT_MARKERS:
+        assert marker not in out, 'a host was contacted:\n' + out
+    assert 'PLAY [Stage 2' not in out, out
+    assert 'nothing was changed' in out, out
+
+
+@pytest.mark.parametrize('overrides,expected', [case[1:] for case in BAD_VALUES], ids=[case[0] for case in BAD_VALUES])
+def test_bad_value_is_rejected_before_any_host_is_contacted(runner, overrides, expected):
+    bad = dict(GOOD_27B)
+    bad.update(overrides)
+    inventory = runner.write_inventory({'good-01': GOOD_08B, 'bad-01': bad})
+    rc, out = runner.run('deploy.yml', inventory)
+    assert_rejected_before_contact(rc, out)
+    for part in expected:
+        assert part in out, (part, out)
+    assert 'host good-01:' not in out, out
+
+
+def test_every_problem_of_every_host_is_listed_at_once(runner):
+    inventory = runner.write_inventory({
+        'bad-01': dict(GOOD_27B, lmcache_server_chunk_size=1000, vllm_server_port=70000),
+        'bad-02': dict(GOOD_08B, vllm_server_mamba_cache_mode='all', lmcache_server_l1_size_gb=0),
+    })
+    rc, out = runner.run('deploy.yml', inventory)
+    assert_rejected_before_contact(rc, out)
+    assert '4 problem(s) in the inventory' in out, out
+    for part in ('host bad-01: lmcache_server_chunk_size=1000', 'host bad-01: vllm_server_port=70000',
+                 'host bad-02: vllm_server_mamba_cache_mode=all', 'host bad-02: lmcache_server_l1_size_gb=0'):
+        assert part in out, (part, out)
+
+
+def test_validate_playbook_runs_standalone(runner):
+    inventory = runner.write_inventory({'bad-01': dict(GOOD_27B, vllm_server_mamba_cache_mode='all')})
+    rc, out = runner.run('validate.yml', inventory)
+    assert_rejected_before_contact(rc, out)
+    assert 'host bad-01: vllm_server_mamba_cache_mode=all' in out
+
+
+def test_good_inventory_passes_validation(runner):
+    inventory = runner.write_inventory({'good-01': GOOD_08B, 'good-02': GOOD_27B})
+    rc, out = runner.run('validate.yml', inventory)
+    assert rc == 0, out
+
+
+def test_example_inventory_passes_validation(runner):
+    inventory = os.path.join(REPO_ROOT, 'inventories', 'example')
+    rc, out = runner.run('validate.yml', inventory, '-e', 'ansible_ssh_executable=/nonexistent/ssh')
+    assert rc == 0, out
+    for marker in CONTACT_MARKERS:
+        assert marker not in out, out
+    for host in ('gpu-01', 'gpu-02', 'gpu-03'):
+        assert 'ok: [%s]' % host in out, out
