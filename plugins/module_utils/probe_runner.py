@@ -79,7 +79,7 @@ while True:
     if not members():
         sys.exit(0)
     if not alive(parent) or os.getppid() != parent:
-        for _ in range(50):
+        for _attempt in range(50):
             try:
                 os.killpg(sid, signal.SIGKILL)
             except OSError:
@@ -171,8 +171,9 @@ def shrink_overrides(config, extra_args=None, speculative_config=None):
         interval = text.get("full_attention_interval")
         if not isinstance(interval, int) or not 2 <= interval <= SHRINK_LAYERS:
             return None, "no layer_types and no full_attention_interval <= %d" % SHRINK_LAYERS
-        if any(k in text for k in ("layers_block_type", "hybrid_override_pattern", "attn_layer_indices",
-                                    "mlp_only_layers", "decoder_sparse_step")):
+        per_layer = ("layers_block_type", "hybrid_override_pattern", "attn_layer_indices")
+        if any(k in text for k in per_layer) or text.get("mlp_only_layers") \
+                or text.get("decoder_sparse_step", 1) not in (None, 1):
             return None, "config defines its layer layout in a way the shrink does not handle"
     if key:
         return {key: overrides}, "shrunk %s to %d layers" % (key, SHRINK_LAYERS)
@@ -486,7 +487,7 @@ class ProbeProcess(object):
                 pass
 
     def wait_for_block_size(self, timeout, expected_ranks=1, poll=0.2, failed_grace=3.0,
-                            clock=time.time):
+                            padding_grace=1.0, clock=time.time):
         """Follow the log until the block size is known, vLLM is ready, fails,
         exits, or timeout seconds pass. Returns a ProbeResult (the process is
         still alive; call stop())."""
@@ -494,6 +495,7 @@ class ProbeProcess(object):
         start = clock()
         deadline = start + float(timeout)
         failed_at = None
+        found_at = None
         line_elapsed = None
         with open(self.log_path, "rb") as reader:
             while True:
@@ -504,6 +506,13 @@ class ProbeProcess(object):
                     line_elapsed = clock() - start
                 state = scanner.state(expected_ranks)
                 rc = self.proc.poll()
+                if state == "found" and scanner.padding_pct is None and rc is None:
+                    # the "Padding mamba page size" line follows at once: give it a moment
+                    if found_at is None:
+                        found_at = clock()
+                    if clock() - found_at < padding_grace and clock() < deadline:
+                        time.sleep(min(poll, 0.05))
+                        continue
                 if state in ("found", "ready"):
                     res = ProbeResult(state, scanner, clock() - start, rc, self.log_path)
                     res.line_elapsed = line_elapsed

@@ -31,7 +31,7 @@ description:
     under a second and launches nothing. Changing any of those inputs, or O(force=true), probes again.
   - Sets the fact C(vllm_block_size) (integer N) and C(vllm_block_size_probe) (the whole result).
 author:
-  - lmcache_vllm.fleet maintainers
+  - lmcache_vllm.fleet maintainers (@lmcache-vllm)
 options:
   model:
     description:
@@ -269,7 +269,9 @@ log_line:
   description: The (ANSI-stripped) log line N was read from; for TP>1 the first rank's.
   returned: when outcome is found
   type: str
-  sample: "(Worker pid=8882) INFO 11-30 09:48:08 [interface.py:1096] Setting attention block size to 640 tokens to ensure that attention page size is >= mamba page size."
+  sample: >-
+    (Worker pid=8882) INFO 11-30 09:48:08 [interface.py:1096] Setting attention block size to 640
+    tokens to ensure that attention page size is >= mamba page size.
 reports:
   description: Every rank's report (keys proc, pid, n).
   returned: when outcome is found
@@ -516,7 +518,7 @@ def main():
         cache_path=dict(type="path", default="/etc/ansible/facts.d/vllm_block_size.fact"),
         cache_keep=dict(type="int", default=20),
         max_model_len=dict(type="int", default=4096),
-        max_num_batched_tokens=dict(type="int", default=16384),
+        max_num_batched_tokens=dict(type="int", default=16384, no_log=False),
         gpu_memory_utilization=dict(type="float", default=0.3),
         port=dict(type="int", default=0),
         language_model_only=dict(type="bool", default=True),

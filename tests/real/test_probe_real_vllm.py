@@ -119,7 +119,7 @@ def run_probe(work, check=False, **args):
         cmd.append("--check")
     t0 = time.time()
     proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          timeout=900)
+                          timeout=900, check=False)
     wall = time.time() - t0
     try:
         with open(out) as f:

@@ -496,12 +496,19 @@ def test_shrink_overrides_refused(cfg, extra, spec, reason):
 
 
 def test_shrink_overrides_interval_and_pattern():
-    ov, _ = shrink_overrides({"num_hidden_layers": 48, "full_attention_interval": 4})
+    ov, _why = shrink_overrides({"num_hidden_layers": 48, "full_attention_interval": 4})
     assert ov == {"num_hidden_layers": 4}
     # pattern whose first 4 layers are not mixed -> canonical L,L,L,F
     cfg = {"num_hidden_layers": 12, "layer_types": ["linear_attention"] * 5 + ["full_attention"] * 7}
-    ov, _ = shrink_overrides(cfg)
+    ov, _why = shrink_overrides(cfg)
     assert ov["layer_types"] == ["linear_attention"] * 3 + ["full_attention"]
+    # Qwen3-Next style: interval, dense-free MoE keys with default values
+    ov, _why = shrink_overrides({"num_hidden_layers": 48, "full_attention_interval": 4,
+                                 "decoder_sparse_step": 1, "mlp_only_layers": []})
+    assert ov == {"num_hidden_layers": 4}
+    ov, why = shrink_overrides({"num_hidden_layers": 48, "full_attention_interval": 4,
+                                "mlp_only_layers": [0, 5]})
+    assert ov is None and "layer layout" in why
 
 
 def test_build_probe_argv_defaults_and_extra_last():
