@@ -17,16 +17,7 @@ import sys
 import pytest
 import yaml
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-# Every host of a test inventory points at an ssh that does not exist: any task that
-# really contacted a host would fail with "Unable to execute ssh command line".
-NO_CONTACT = {
-    'ansible_host': '192.0.2.10',
-    'ansible_connection': 'ssh',
-    'ansible_ssh_executable': '/nonexistent/ssh',
-}
-CONTACT_MARKERS = ('Unable to execute ssh', 'UNREACHABLE', '/nonexistent/ssh')
+from fleet_playbook_helpers import CONTACT_MARKERS, NO_CONTACT, REPO_ROOT  # noqa: F401  (re-exported)
 
 
 def _ansible_playbook():

@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from conftest import CONTACT_MARKERS, REPO_ROOT
+from fleet_playbook_helpers import CONTACT_MARKERS, REPO_ROOT
 
 GOOD_27B = {
     'vllm_server_model': 'Qwen/Qwen3.6-27B',
