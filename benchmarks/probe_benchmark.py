@@ -8,7 +8,7 @@ Cases (one vLLM at a time):
           --max-model-len 8192 --gpu-memory-utilization 0.5`` (+ ``--load-format dummy``
           when the model dir has no weights), log grepped until the line, then the
           process group is killed
-  full    the block_size_probe module (shrink=never), through ``ansible localhost``
+  full    the block_size_probe module (shrink=never), through ``ansible-playbook``
   shrunk  the block_size_probe module (shrink=auto)
   cache   the module again: answered from the cache
 
@@ -40,6 +40,22 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SET_BLOCK_RE = re.compile(r"Setting attention block size to (\d+) tokens")
 PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+PLAYBOOK = """\
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Probe
+      lmcache_vllm.fleet.block_size_probe: %(args)s
+      register: probe
+      ignore_errors: true
+    - name: Save the result
+      ansible.builtin.copy:
+        content: "{{ probe | to_json }}"
+        dest: %(out)s
+      check_mode: false
+"""
 
 
 def proc_table():
@@ -178,14 +194,19 @@ def case_module(name, venv, model, work, log_dir, timeout, **args):
     if name != "cache":
         a["log_path"] = os.path.join(log_dir, "%s.log" % name)
     a.update(args)
-    ansible = os.path.join(os.path.dirname(sys.executable), "ansible")
+    out_path = os.path.join(work, "result-%s.json" % name)
+    if os.path.exists(out_path):
+        os.unlink(out_path)
+    play = os.path.join(work, "probe-%s.yml" % name)
+    with open(play, "w") as f:
+        f.write(PLAYBOOK % {"args": json.dumps(a), "out": json.dumps(out_path)})
+    ansible = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
     if not os.access(ansible, os.X_OK):
-        ansible = shutil.which("ansible") or "ansible"
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=colls, ANSIBLE_STDOUT_CALLBACK="json",
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_LOCALHOST_WARNING="0",
-               ANSIBLE_INVENTORY_UNPARSED_WARNING="0", ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    argv = [ansible, "localhost", "-c", "local", "-i", "localhost,", "-m",
-            "lmcache_vllm.fleet.block_size_probe", "-a", json.dumps(a)]
+        ansible = shutil.which("ansible-playbook") or "ansible-playbook"
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=colls, ANSIBLE_LOCALHOST_WARNING="0",
+               ANSIBLE_INVENTORY_UNPARSED_WARNING="0", ANSIBLE_PYTHON_INTERPRETER=sys.executable,
+               ANSIBLE_NOCOLOR="1")
+    argv = [ansible, "-c", "local", "-i", "localhost,", play]
     t0 = time.time()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     sampler = Sampler(proc.pid)
@@ -194,8 +215,9 @@ def case_module(name, venv, model, work, log_dir, timeout, **args):
     wall = time.time() - t0
     sampler.stop()
     try:
-        res = json.loads(out.decode())["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    except (ValueError, KeyError, IndexError):
+        with open(out_path) as f:
+            res = json.load(f)
+    except (IOError, OSError, ValueError):
         res = {"failed": True, "msg": (out + err).decode("utf-8", "replace")[-2000:]}
     return {"case": name, "n": res.get("vllm_block_size"), "wall_s": round(wall, 2),
             "module_s": res.get("elapsed_s"), "line_s": res.get("line_elapsed_s"),
