@@ -261,6 +261,7 @@ def main():
     log_dir = os.path.join(work, "logs")
     os.makedirs(log_dir)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    load_before = os.getloadavg()
     rows = []
     for rep in range(args.repeat):
         for case in cases:
@@ -290,7 +291,8 @@ def main():
     path = os.path.join(args.out, "probe-%s.json" % stamp)
     with open(path, "w") as f:
         json.dump({"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                               "node": platform.node()},
+                               "node": platform.node(), "loadavg_before": load_before,
+                               "loadavg_after": os.getloadavg()},
                    "venv": args.venv, "model": model, "rows": rows, "markdown": table}, f, indent=2)
     print("\nJSON: %s (logs in %s)" % (path, log_dir))
 
