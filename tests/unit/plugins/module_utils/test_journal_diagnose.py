@@ -205,3 +205,14 @@ def test_filter_accepts_lines():
                                 'vllm', HOST)
     assert findings[0]['cause'] == 'mamba_cache_blocks'
     assert journal_diagnose(None)[0]['cause'] == 'unknown'
+
+
+def test_fleet_check_filter_collects_without_failing():
+    from ansible_collections.lmcache_vllm.fleet.plugins.filter.diagnose import fleet_check
+    settings = {'vllm_server_model': 'Qwen/Qwen3.6-27B', 'lmcache_server_chunk_size': 1000, 'vllm_server_port': 70000}
+    static = fleet_check(settings, None, HOST)
+    assert any('vllm_server_port=70000' in error for error in static['errors'])
+    assert not any('lmcache_server_chunk_size=1000' in error for error in static['errors'])
+    with_n = fleet_check(settings, 784, HOST)
+    assert any('lmcache_server_chunk_size=1000 is not a multiple of N=784' in error for error in with_n['errors'])
+    assert fleet_check({'vllm_server_model': 'Qwen/Qwen3.5-0.8B'}, 544, HOST) == {'errors': [], 'warnings': []}
