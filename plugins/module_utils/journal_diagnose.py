@@ -183,6 +183,15 @@ def _max_model_len(m, ctx):
             ['vllm_server_max_model_len'])
 
 
+def _shm_permission(m, ctx):
+    return ("the LMCache server may not open vLLM's shared-memory KV segment %s: vLLM creates it readable by its own user "
+            'only (lmcache_driven transfer on CPU)' % m.group('seg'),
+            'run both services as the same user (set lmcache_server_user and lmcache_server_group to vllm_server_user and '
+            'vllm_server_group), or use engine_driven transfer (vllm_server_lmcache_transfer_mode=null on CPU and '
+            'lmcache_server_supported_transfer_mode=auto)',
+            ['lmcache_server_user', 'vllm_server_lmcache_transfer_mode'])
+
+
 def _start_limit(m, ctx):
     return ('systemd stopped restarting the unit after repeated failures (start limit hit)',
             'fix the cause above, then run the deploy again (it resets the unit)',
@@ -205,6 +214,8 @@ RULES = [
                 r'block_size=(?P<block>\d+)'), _mnbt_lmcache),
     ('max_num_batched_tokens_vllm',
      re.compile(r'block_size \((?P<block>\d+)\) must be <= max_num_batched_tokens \((?P<value>\d+)\)'), _mnbt_vllm),
+    ('shm_permission',
+     re.compile(r"PermissionError: \[Errno 13\] Permission denied: '(?P<seg>/lmcache_kv_[^']*)'"), _shm_permission),
     ('lmcache_no_response',
      re.compile(r'LMCache server did not respond to (?P<op>\w+) within (?P<timeout>[\d.]+) ?s'), _no_response),
     ('lmcache_no_handler',
@@ -305,7 +316,7 @@ def diagnose(text, service='vllm', host='', device='cuda', model=None):
         evidence = clean[line_start:line_end if line_end >= 0 else len(clean)].strip()
         findings.append(_finding(host, name, what, fix, variables, evidence))
     # When the transfer-mode mismatch is found, the "Is the server running?" follow-ups add nothing.
-    if any(f['cause'] in ('lmcache_no_response', 'lmcache_no_handler') for f in findings):
+    if any(f['cause'] in ('lmcache_no_response', 'lmcache_no_handler', 'shm_permission') for f in findings):
         findings = [f for f in findings if f['cause'] != 'lmcache_unreachable']
     if not findings:
         line = last_error_line(clean)

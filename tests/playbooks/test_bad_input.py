@@ -65,6 +65,11 @@ BAD_VALUES = [
      ['host bad-01: vllm_server_lmcache_transfer_mode=null (resolves to engine_driven on cpu) is not accepted by '
       'lmcache_server_supported_transfer_mode=lmcache_driven',
       'set vllm_server_lmcache_transfer_mode=lmcache_driven or lmcache_server_supported_transfer_mode=auto']),
+    ('lmcache-driven-on-cpu-with-two-users',
+     {'vllm_server_device': 'cpu', 'vllm_server_hybrid': False, 'vllm_server_expected_block_size': None,
+      'vllm_server_lmcache_transfer_mode': 'lmcache_driven'},
+     ['host bad-01: lmcache_server_user=lmcache differs from vllm_server_user=vllm',
+      "set lmcache_server_user and lmcache_server_group to vLLM's user and group"]),
     ('hybrid-without-connector-on-gpu', {'vllm_server_kv_connector': False},
      ['host bad-01: vllm_server_kv_connector=false leaves a hybrid model on a GPU host without LMCache']),
     ('chunk-multiple-zero', {'lmcache_server_chunk_multiple': 0},
