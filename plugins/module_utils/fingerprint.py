@@ -208,3 +208,16 @@ def fingerprint_inputs(model_id, vllm_version, tensor_parallel_size=1, dtype="au
 def compute_fingerprint(inputs):
     """sha256 hex of the canonical JSON of fingerprint_inputs()."""
     return sha256_bytes(canonical_json(inputs).encode("utf-8"))
+
+
+def service_fingerprint(inputs):
+    """Fingerprint of the inputs that change N, without the probe mode.
+
+    The probe mode (``full`` / ``shrunk``) keys the cache; a vLLM service
+    started with the same inputs prints the same N whatever the probe mode, so
+    this is what a service records next to its unit and what the module
+    compares before it takes N from that service's journal.
+    """
+    data = dict((k, v) for k, v in (inputs or {}).items() if k != "probe_mode")
+    data["purpose"] = "service"
+    return sha256_bytes(canonical_json(data).encode("utf-8"))
