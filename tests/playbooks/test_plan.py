@@ -12,51 +12,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 
-import pytest
+from fleet_playbook_helpers import EXAMPLE, REPO_ROOT, assert_no_contact, fail_messages, read
 
-from conftest import CONTACT_MARKERS, REPO_ROOT
-
-MODELS = os.path.join(REPO_ROOT, 'tests', 'fixtures', 'models')
-EXAMPLE = os.path.join(REPO_ROOT, 'inventories', 'example')
 PLAN_INVENTORY = os.path.join(REPO_ROOT, 'tests', 'playbooks', 'inventories', 'plan')
-COMMIT = '0123456789abcdef0123456789abcdef01234567'
-
-
-def fake_hf_home(root):
-    """HF_HOME with the two example models in hub/models--Qwen--*/snapshots/<commit>, refs/main -> commit."""
-    for hub_id, fixture in (('Qwen/Qwen3.6-27B', 'qwen3.6-27b'), ('Qwen/Qwen3.5-0.8B', 'qwen3.5-0.8b')):
-        repo = root / 'hub' / ('models--' + hub_id.replace('/', '--'))
-        (repo / 'snapshots' / COMMIT).mkdir(parents=True)
-        (repo / 'refs').mkdir()
-        (repo / 'refs' / 'main').write_text(COMMIT)
-        shutil.copy(os.path.join(MODELS, fixture, 'config.json'), str(repo / 'snapshots' / COMMIT / 'config.json'))
-    return str(root)
-
-
-def read(path):
-    with open(path, encoding='utf-8') as handle:
-        return handle.read()
-
-
-def assert_no_contact(output):
-    for marker in CONTACT_MARKERS:
-        assert marker not in output, output[-4000:]
-
-
-def fail_messages(output):
-    """The msg of every failed task (the playbooks' final fail)."""
-    return re.findall(r'"msg": "(\d+ problem\(s\)[^"]*)"', output)
-
-
-@pytest.fixture(name='hf_env')
-def hf_env_fixture(monkeypatch, tmp_path):
-    monkeypatch.delenv('HF_HUB_CACHE', raising=False)
-    monkeypatch.setenv('HF_HOME', fake_hf_home(tmp_path / 'hf'))
-    monkeypatch.setenv('FLEET_VLLM_API_KEY', 'secret-api-key-value')
-    monkeypatch.setenv('HF_TOKEN', 'hf_secret_token_value')
-    return monkeypatch
 
 
 def test_plan_example_fleet(runner, hf_env, tmp_path):
