@@ -101,9 +101,9 @@ def _cpu_hybrid(m, ctx):
 
 
 def _cpu_memory(m, ctx):
-    return ('the CPU memory check failed: only %s GiB of %s GiB are free on NUMA node %s, less than the %s GiB that '
-            'gpu_memory_utilization=%s asks for' % (m.group('free'), m.group('total'), m.group('node'),
-                                                     m.group('want'), m.group('util')),
+    what = ('the CPU memory check failed: only %s GiB of %s GiB are free on NUMA node %s, less than the %s GiB that '
+            'gpu_memory_utilization=%s asks for' % (m.group('free'), m.group('total'), m.group('node'), m.group('want'), m.group('util')))
+    return (what,
             'lower vllm_server_gpu_memory_utilization (e.g. 0.5) or set vllm_server_cpu_kvcache_space_gb (e.g. 1), '
             'which replaces the check',
             ['vllm_server_gpu_memory_utilization', 'vllm_server_cpu_kvcache_space_gb'])

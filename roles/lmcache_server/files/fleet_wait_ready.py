@@ -1,9 +1,12 @@
-#!/usr/bin/env python3
 # Copyright: lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Wait until an HTTP endpoint answers 200 (run by systemd as ExecStartPost=).
 
-Usage: fleet-wait-ready URL TIMEOUT_SECONDS
+Usage: <venv>/bin/python <venv>/bin/fleet-wait-ready URL TIMEOUT_SECONDS
+
+One copy serves both roles: lmcache_server installs it from its files/, vllm_server
+from this same file (the roles sit side by side in the collection). It is run with
+the venv's interpreter, so it needs no shebang and no executable bit.
 
 Exits 0 once URL answers 200, 1 when TIMEOUT_SECONDS pass first or when the
 service's main process (systemd's $MAINPID) is gone, so ``systemctl start``
