@@ -481,6 +481,30 @@ def _check_connector(host, cfg, device, hybrid, errors):
                                            cfg.get('vllm_server_lmcache_transfer_mode'), device))
 
 
+def check_shared_memory_user(host, settings):
+    """CPU hosts with lmcache_driven transfer: LMCache must run as vLLM's user. Returns errors.
+
+    vLLM's CPU worker shares the KV cache through a shared-memory segment created 0600 by its
+    own user, which LMCache must open.  Checked only when ``settings`` names both users
+    (``lmcache_server_user`` and ``vllm_server_user``); a view of one role alone is not checked.
+    """
+    settings = settings or {}
+    cfg = effective(settings)
+    lmcache_user = settings.get('lmcache_server_user')
+    vllm_user = settings.get('vllm_server_user')
+    if lmcache_user in (None, '') or vllm_user in (None, '') or lmcache_user == vllm_user:
+        return []
+    if as_bool(cfg.get('vllm_server_kv_connector')) is not True or cfg.get('vllm_server_device') != 'cpu':
+        return []
+    if resolve_connector_transfer_mode(cfg.get('vllm_server_lmcache_transfer_mode'), 'cpu') != 'lmcache_driven':
+        return []
+    return [msg(host, 'lmcache_server_user', lmcache_user,
+                'differs from vllm_server_user=%s, but lmcache_driven transfer on CPU shares the KV cache through a shared-memory '
+                'segment that only vLLM\'s user may open' % vllm_user,
+                'set lmcache_server_user and lmcache_server_group to vLLM\'s user and group, or use engine_driven transfer '
+                '(vllm_server_lmcache_transfer_mode=null and lmcache_server_supported_transfer_mode=auto)')]
+
+
 def validate_host(host, settings):
     """Every static (N-independent) check of one host's settings; returns a list of error sentences."""
     cfg = effective(settings)
@@ -494,7 +518,19 @@ def validate_host(host, settings):
         errors.extend(check_mamba_cache_mode(host, cfg.get('vllm_server_mamba_cache_mode'),
                                              cfg.get('vllm_server_enable_prefix_caching')))
     _check_connector(host, cfg, device, hybrid, errors)
+    errors.extend(check_shared_memory_user(host, settings))
     return errors
+
+
+def check_host(host, settings, n=None):
+    """``{'errors': [...], 'warnings': [...]}`` for one host, without raising: the static checks,
+    plus the N-dependent ones when ``n`` is given (None or '' = N not known yet)."""
+    errors = validate_host(host, settings)
+    warnings = []
+    if n not in (None, ''):
+        more, warnings = validate_with_n(host, n, settings)
+        errors.extend(error for error in more if error not in errors)
+    return {'errors': errors, 'warnings': list(warnings)}
 
 
 # --------------------------------------------------------------------------- N-dependent validation and derivation

@@ -470,3 +470,49 @@ def test_derive_non_hybrid_cpu_transfer_trap():
                                          lmcache_server_supported_transfer_mode='lmcache_driven'))
     (error,) = info.value.errors
     assert_message(error, 'vllm_server_lmcache_transfer_mode=null', 'lmcache_server_supported_transfer_mode=lmcache_driven')
+
+
+# --------------------------------------------------------------------------- shared-memory user (CPU, lmcache_driven)
+
+CPU_LMCACHE_DRIVEN = {'vllm_server_model': '/srv/models/qwen3-dense-tiny', 'hybrid': False, 'vllm_server_device': 'cpu',
+                      'vllm_server_lmcache_transfer_mode': 'lmcache_driven', 'lmcache_server_user': 'lmcache',
+                      'vllm_server_user': 'vllm'}
+SHM_ERROR = ('host gpu-03: lmcache_server_user=lmcache differs from vllm_server_user=vllm, but lmcache_driven transfer on CPU '
+             'shares the KV cache through a shared-memory segment that only vLLM\'s user may open; set lmcache_server_user '
+             'and lmcache_server_group to vLLM\'s user and group, or use engine_driven transfer '
+             '(vllm_server_lmcache_transfer_mode=null and lmcache_server_supported_transfer_mode=auto)')
+
+
+def test_shared_memory_user_two_users_refused():
+    assert rules.check_shared_memory_user(HOST, CPU_LMCACHE_DRIVEN) == [SHM_ERROR]
+    assert rules.validate_host(HOST, CPU_LMCACHE_DRIVEN) == [SHM_ERROR]
+
+
+@pytest.mark.parametrize('overrides', [
+    {'lmcache_server_user': 'vllm'},                      # one user for both services
+    {'vllm_server_lmcache_transfer_mode': None},          # auto = engine_driven on CPU
+    {'vllm_server_lmcache_transfer_mode': 'engine_driven'},
+    {'vllm_server_device': 'cuda'},                       # GPU: no shared-memory segment
+    {'vllm_server_kv_connector': False},                  # no connector, no transfer
+    {'lmcache_server_user': None},                        # one role's view only
+    {'vllm_server_user': ''},
+], ids=['same-user', 'auto', 'engine-driven', 'cuda', 'no-connector', 'no-lmcache-user', 'no-vllm-user'])
+def test_shared_memory_user_allowed(overrides):
+    merged = dict(CPU_LMCACHE_DRIVEN, **overrides)
+    assert rules.check_shared_memory_user(HOST, merged) == []
+
+
+def test_shared_memory_user_connector_given_as_string():
+    assert rules.check_shared_memory_user(HOST, dict(CPU_LMCACHE_DRIVEN, vllm_server_kv_connector='yes')) == [SHM_ERROR]
+    assert rules.check_shared_memory_user(HOST, dict(CPU_LMCACHE_DRIVEN, vllm_server_kv_connector='false')) == []
+
+
+def test_check_host_static_and_with_n():
+    static = rules.check_host(HOST, settings(lmcache_server_chunk_size=1000, vllm_server_port=70000))
+    assert only(static['errors'], 'vllm_server_port') and not only(static['errors'], 'lmcache_server_chunk_size')
+    with_n = rules.check_host(HOST, settings(lmcache_server_chunk_size=1000, vllm_server_port=70000), 784)
+    assert only(with_n['errors'], 'lmcache_server_chunk_size') == [
+        'host gpu-03: lmcache_server_chunk_size=1000 is not a multiple of N=784; use 784 or 1568']
+    assert rules.check_host(HOST, settings(), 784) == {'errors': [], 'warnings': []}
+    assert rules.check_host(HOST, settings(vllm_server_max_num_batched_tokens=784), 784)['warnings']
+    assert rules.check_host(HOST, CPU_LMCACHE_DRIVEN, 128)['errors'] == [SHM_ERROR]
