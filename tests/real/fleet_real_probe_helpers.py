@@ -190,7 +190,7 @@ def our_processes(*markers, **kw):
                     p, hops = table[p][0], hops + 1
                 if p == root:
                     hits.add(pid)
-    return sorted((pid, table[pid][2][:200]) for pid in hits if pid in table)
+    return sorted((pid, table[pid][2]) for pid in hits if pid in table)
 
 
 class ProcessWatcher(threading.Thread):

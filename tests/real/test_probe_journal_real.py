@@ -7,7 +7,8 @@ This machine's PID 1 is not systemd, so the test starts a systemd test host (roo
 podman, the prebaked vllm-cpu image of scripts/setup-testhosts.sh), runs real vLLM in it
 as a systemd unit the way the vllm_server role does (the service fingerprint written
 next to the unit before the start), and drives the module there through Ansible's podman
-connection. One vLLM start-up (the tiny Qwen3.5 fixture), about 1-2 minutes.
+connection. One vLLM start-up (the tiny Qwen3.5 fixture, language model only: the flags
+that do not change N are chosen to start fast), about 1-2 minutes.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -46,7 +47,7 @@ Description=vLLM for the block size journal test
 Environment=HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1 PYTHONUNBUFFERED=1 VLLM_NO_USAGE_STATS=1
 ExecStart=%(vllm)s serve %(model)s --load-format dummy --enforce-eager --max-model-len 4096 \\
     --max-num-batched-tokens 16384 --max-num-seqs 4 --enable-prefix-caching --mamba-cache-mode align \\
-    --host 127.0.0.1 --port 8000
+    --language-model-only --skip-tokenizer-init --host 127.0.0.1 --port 8000
 KillMode=control-group
 """ % {"vllm": VLLM_IN_HOST, "model": MODEL}
 

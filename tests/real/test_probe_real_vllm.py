@@ -139,7 +139,7 @@ def test_changed_input_launches_vllm_with_it(work):
     assert res["cmd"][res["cmd"].index("--dtype") + 1] == "float32"
     assert res["fingerprint"] != work["computed"]["fingerprint"]
     assert res["service_fingerprint"] != work["computed"]["service_fingerprint"]
-    assert any("float32" in cmd for cmd in watcher.seen.values()), watcher.seen
+    assert any("--dtype float32" in cmd for cmd in watcher.seen.values()), watcher.seen
     assert_no_leftovers(work, port_of(res["cmd"]))
     # the first entry is still a hit
     res, _wall = run_probe(work)
@@ -168,7 +168,7 @@ VARIANTS = [
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_shrunk_probe_prints_the_same_n_as_the_full_model(work, variant):
-    name = "-".join("%s%s" % kv for kv in sorted(variant.items())) or "bf16"
+    name = "-".join("%s-%s" % kv for kv in sorted(variant.items())) or "bf16"
     slog = os.path.join(work["logs"], "probe-shrunk-%s.log" % name)
     flog = os.path.join(work["logs"], "probe-full-%s.log" % name)
     shrunk, _w = run_probe(work, log_path=slog, **variant)  # a cache hit when probed above
