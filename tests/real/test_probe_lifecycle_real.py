@@ -82,9 +82,13 @@ def test_sigterm_of_the_module_kills_vllms_process_group(work):
 
 
 def test_sigkill_of_the_module_the_watchdog_kills_vllm(work):
+    def watchdogs(sid):
+        return [c for _p, c in our_processes("parent, sid = int(sys.argv[1])") if c.rstrip().endswith(" %d" % sid)]
+
     proc = start_module(work, timeout=600)
     try:
         sid, members = wait_for_vllm_children(work, proc)
+        assert watchdogs(sid), "no watchdog for vLLM's session %d" % sid
         t0 = time.time()
         proc.kill()  # no cleanup of its own: only the watchdog can stop vLLM now
         proc.communicate(timeout=30)
@@ -96,8 +100,8 @@ def test_sigkill_of_the_module_the_watchdog_kills_vllm(work):
             proc.communicate()
     assert gone, "vLLM survived the module's SIGKILL: %s" % our_processes(work["model"])
     assert_no_leftovers(work)
-    # the watchdog itself is gone too
-    assert not [c for _p, c in our_processes("import os, signal, sys, time") if str(sid) in c]
+    # the watchdog exits once its work is done
+    assert wait_for(lambda: not watchdogs(sid), 10), watchdogs(sid)
     print("SIGKILL with %d vLLM processes (session %d): watchdog cleaned up in %.1f s" % (
         len(members), sid, took))
 
