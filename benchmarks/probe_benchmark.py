@@ -210,7 +210,7 @@ def case_import(venv):
                             stderr=subprocess.STDOUT)
     sampler = Sampler(proc.pid)
     sampler.start()
-    out, _ = proc.communicate()
+    out = proc.communicate()[0]
     wall = time.time() - t0
     sampler.stop()
     return {"case": "import", "wall_s": round(wall, 2), "peak_rss_mib": sampler.peak // MIB,
