@@ -21,7 +21,8 @@ with them. The journal is trusted only when
   one consistent N (every tensor-parallel rank agrees) or shows a server that
   became ready without the line, and names the same vLLM version.
 
-Everything but :func:`service_block_size` is pure.
+Everything but :func:`service_block_size` and :func:`read_journal_head` (which run
+systemctl and journalctl) is pure.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,9 +32,12 @@ __metaclass__ = type
 import json
 import os
 import re
+import subprocess
+import tempfile
 import time
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import (
+    LogScanner,
     ProbeError,
     block_size_decision,
     scan_text,
@@ -46,6 +50,8 @@ SHOW_PROPERTIES = ("LoadState", "ActiveState", "SubState", "InvocationID", "Main
 RUNNING_STATES = ("active", "activating", "reloading")
 # tolerance of the file-mtime / unit-start comparison (clock conversion only)
 START_SLACK_S = 0.5
+# journal lines read at most (the start-up log comes first; vLLM logs ~100 lines to the line)
+JOURNAL_MAX_LINES = 20000
 HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
 VERSION_RES = (
     re.compile(r"Initializing a V1 LLM engine \(v([^)\s]+)\)"),
@@ -188,12 +194,55 @@ def journal_block_size(text, expected_ranks=1, requested=None, platform="cuda", 
     return result, result["reason"]
 
 
-def service_block_size(run, service_name, fingerprint_file, expected, expected_ranks=1,
+def read_until_settled(stream, expected_ranks=1, max_lines=JOURNAL_MAX_LINES, deadline=None,
+                       clock=time.time):
+    """Read lines (bytes) from stream only until the start-up log settles N:
+    every rank reported (or the engine moved on after a report), or the server
+    is ready without the line; at most max_lines lines. Returns (text, stopped)."""
+    scanner = LogScanner()
+    lines = []
+    for raw in stream:
+        lines.append(raw)
+        scanner.feed(raw)
+        if scanner.ready or (scanner.block_lines and scanner.state(expected_ranks) == "found") \
+                or len(lines) >= max_lines or (deadline is not None and clock() > deadline):
+            return b"".join(lines).decode("utf-8", "replace"), True
+    return b"".join(lines).decode("utf-8", "replace"), False
+
+
+def read_journal_head(argv, expected_ranks=1, max_lines=JOURNAL_MAX_LINES, timeout=120):
+    """Run journalctl (argv) and read its output with read_until_settled: a unit
+    that has served for weeks has a long journal, and the start-up lines come
+    first. Returns (rc, text, stderr); rc is 0 when the reading stopped early
+    on purpose."""
+    errf = tempfile.TemporaryFile()
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errf)
+    except (IOError, OSError):
+        errf.close()
+        raise
+    try:
+        text, stopped = read_until_settled(proc.stdout, expected_ranks, max_lines,
+                                           deadline=time.time() + timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdout.close()
+        rc = proc.wait()
+        errf.seek(0)
+        err = errf.read().decode("utf-8", "replace")
+        errf.close()
+    return (0 if stopped else rc), text, err
+
+
+def service_block_size(run, read_journal, service_name, fingerprint_file, expected, expected_ranks=1,
                        requested=None, platform="cuda", vllm_version=None,
                        clock=time.time, monotonic=time.monotonic):
     """N from the journal of the running unit ``service_name``.
 
-    run(argv) -> (rc, stdout, stderr) runs a command (AnsibleModule.run_command).
+    run(argv) -> (rc, stdout, stderr) runs a command (systemctl);
+    read_journal(argv, expected_ranks) -> (rc, text, stderr) reads journalctl's
+    output (read_journal_head). Either raises OSError when the command is missing.
     Returns (result or None, info); info describes the unit and why its
     journal was or was not used (key ``reason``)."""
     unit = unit_name(service_name)
@@ -231,7 +280,7 @@ def service_block_size(run, service_name, fingerprint_file, expected, expected_r
     argv = ["journalctl", "_SYSTEMD_INVOCATION_ID=" + props["InvocationID"], "-b", "--no-pager",
             "-q", "-o", "cat"]
     try:
-        rc, out, err = run(argv)
+        rc, out, err = read_journal(argv, expected_ranks)
     except (IOError, OSError) as e:
         return no("cannot run journalctl: %s" % e)
     if rc != 0:

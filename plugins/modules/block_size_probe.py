@@ -422,6 +422,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_journal import (
     default_fingerprint_file,
+    read_journal_head,
     service_block_size,
 )
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import (
@@ -714,8 +715,21 @@ def main():
     journal_note = None
     if p["service_name"] and not p["force"]:
         fp_file = p["service_fingerprint_file"] or default_fingerprint_file(p["service_name"])
+
+        def run(argv):
+            exe = module.get_bin_path(argv[0])
+            if not exe:
+                raise OSError("%s not found on the host" % argv[0])
+            return module.run_command([exe] + argv[1:], handle_exceptions=False)
+
+        def read_journal(argv, ranks):
+            exe = module.get_bin_path(argv[0])
+            if not exe:
+                raise OSError("%s not found on the host" % argv[0])
+            return read_journal_head([exe] + argv[1:], expected_ranks=ranks)
+
         found, info = service_block_size(
-            module.run_command, p["service_name"], fp_file, svc_fingerprint,
+            run, read_journal, p["service_name"], fp_file, svc_fingerprint,
             expected_ranks=expected_ranks, requested=p["block_size"], platform=platform,
             vllm_version=version)
         base["journal"] = info

