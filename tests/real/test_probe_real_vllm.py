@@ -67,6 +67,24 @@ def test_compute_only_returns_the_fingerprints_and_launches_nothing(work):
     work["computed"] = res
 
 
+def test_service_name_on_a_host_without_systemd_falls_back(work, tmp_path):
+    """This machine's PID 1 is not systemd: with a matching fingerprint file the module asks
+    systemctl, which fails; the module says so and would probe (check mode: launches nothing)."""
+    fp_file = tmp_path / "vllm.fingerprint"
+    fp_file.write_text(work["computed"]["service_fingerprint"] + "\n")
+    with ProcessWatcher(work["model"]) as watcher:
+        res, _wall = run_probe(work, check=True, service_name="fleet-probe-absent",
+                               service_fingerprint_file=str(fp_file))
+    assert res.get("skipped") is True, res
+    journal = res["journal"]
+    assert journal["used"] is False and journal["recorded_fingerprint"] == work["computed"]["service_fingerprint"]
+    assert journal["unit"] == "fleet-probe-absent.service"
+    assert "fleet-probe-absent.service" in journal["reason"]
+    assert "a probe would launch vLLM" in res["msg"] and journal["reason"] in res["msg"]
+    assert not watcher.seen
+    print("no systemd: %s" % journal["reason"])
+
+
 def test_probe_returns_the_n_vllm_printed(work):
     log = os.path.join(work["logs"], "probe-shrunk-bf16.log")
     res, wall = run_probe(work, log_path=log)
