@@ -5,7 +5,9 @@
 
 Side by side in one run on this machine (one vLLM at a time):
 
-  import  ``python -c "import vllm"`` with the venv's python: the floor of any launch
+  import  ``python -c "import vllm"`` with the venv's python, and ``import-serve``: the modules
+          ``vllm serve`` imports before parsing its arguments (vllm itself imports lazily);
+          the floor of any launch (the API server, EngineCore and Worker processes each import)
   plain   the seeds' way: ``vllm serve MODEL --mamba-cache-mode align --enable-prefix-caching
           --max-model-len 8192 --gpu-memory-utilization 0.5 --load-format dummy``, log grepped
           until the line, then the process group is killed
@@ -16,8 +18,9 @@ Side by side in one run on this machine (one vLLM at a time):
 for the Qwen3.5-0.8B configuration (every case) and the Qwen3.6-27B configuration (plain,
 shrunk, cache: its dummy weights need ~54 GB, this machine has 24 GiB). A launch is capped
 by --timeout and by a memory watchdog that kills the whole tree when its summed RSS passes
---rss-limit-gib (default 18, lowered to leave 3 GiB of the machine's available memory), so
-the 27B plain launch cannot take the machine down; the table says how it ended.
+--rss-limit-gib (default 18, lowered to leave 3 GiB of the machine's available memory at the
+start) or when the machine's available memory falls under 1.5 GiB (other work may grow too), so
+the 27B plain launch cannot take the machine down; the table says how each launch ended.
 
 Peak memory is the sum of RSS over the whole process tree (ansible-playbook, the module,
 vLLM and every child, shared pages counted once per process), sampled every 0.1 s.
@@ -56,6 +59,8 @@ SET_BLOCK_RE = re.compile(r"Setting attention block size to (\d+) tokens")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 GIB = 2 ** 30
 MIB = 2 ** 20
+# the memory watchdog also fires when the whole machine runs this low (other work runs too)
+MIN_AVAILABLE = int(1.5 * GIB)
 
 
 PLAYBOOK = """\
@@ -141,6 +146,7 @@ class Sampler(threading.Thread):
         self.peak = 0
         self.peak_procs = 0
         self.killed_at = None
+        self.kill_reason = None
         self.started = time.time()
         self._halt = threading.Event()
 
@@ -151,8 +157,14 @@ class Sampler(threading.Thread):
             rss = sum(table[p][2] for p in members if p in table)
             if rss > self.peak:
                 self.peak, self.peak_procs = rss, len(members)
-            if self.rss_limit and rss > self.rss_limit and self.killed_at is None:
+            avail = mem_available() if self.rss_limit else None
+            low = avail is not None and avail < MIN_AVAILABLE
+            if self.rss_limit and (rss > self.rss_limit or low) and self.killed_at is None:
                 self.killed_at = time.time() - self.started
+                self.kill_reason = ("tree RSS %.1f GiB > %.1f GiB" % (rss / float(GIB), self.rss_limit / float(GIB))
+                                    if rss > self.rss_limit else
+                                    "machine's available memory %.1f GiB < %.1f GiB (tree RSS %.1f GiB)"
+                                    % (avail / float(GIB), MIN_AVAILABLE / float(GIB), rss / float(GIB)))
                 sids = set(table[p][1] for p in members if p in table) - {os.getsid(0)}
                 kill_sessions(sids)
                 for p in members:
@@ -202,20 +214,29 @@ def last_error(text):
     return ""
 
 
-def case_import(venv):
-    """Wall time of ``import vllm`` (the floor of every launch)."""
+IMPORTS = {
+    # what the issue calls vLLM's import time
+    "import": "import vllm",
+    # what `vllm serve` imports before it parses its arguments (vllm itself imports lazily)
+    "import-serve": "import vllm.entrypoints.openai.api_server",
+}
+
+
+def case_import(venv, case="import"):
+    """Wall time of an import with the venv's python (the floor of every launch;
+    vLLM's API server, EngineCore and Worker processes each import again)."""
     python = os.path.join(venv, "bin", "python")
     t0 = time.time()
-    proc = subprocess.Popen([python, "-c", "import vllm"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([python, "-c", IMPORTS[case]], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
     sampler = Sampler(proc.pid)
     sampler.start()
     out = proc.communicate()[0]
     wall = time.time() - t0
     sampler.stop()
-    return {"case": "import", "wall_s": round(wall, 2), "peak_rss_mib": sampler.peak // MIB,
+    return {"case": case, "wall_s": round(wall, 2), "peak_rss_mib": sampler.peak // MIB,
             "peak_procs": sampler.peak_procs, "ok": proc.returncode == 0,
-            "what": "import vllm" if proc.returncode == 0 else last_error(out.decode("utf-8", "replace"))}
+            "what": IMPORTS[case] if proc.returncode == 0 else last_error(out.decode("utf-8", "replace"))}
 
 
 def case_plain(venv, model, log_dir, label, timeout, rss_limit):
@@ -244,8 +265,8 @@ def case_plain(venv, model, log_dir, label, timeout, rss_limit):
                 ended = "printed the line"
                 break
             if sampler.killed_at is not None:
-                ended = "killed by the memory watchdog (tree RSS > %.1f GiB) after %.0f s" % (
-                    rss_limit / GIB, sampler.killed_at)
+                ended = "killed by the memory watchdog (%s) after %.0f s" % (
+                    sampler.kill_reason, sampler.killed_at)
                 break
             rc = proc.poll()
             if rc is not None:
@@ -262,8 +283,7 @@ def case_plain(venv, model, log_dir, label, timeout, rss_limit):
         proc.wait()
         sampler.stop()
     if n is None and sampler.killed_at is not None and "watchdog" not in ended:
-        ended = "killed by the memory watchdog (tree RSS > %.1f GiB) after %.0f s" % (
-            rss_limit / GIB, sampler.killed_at)
+        ended = "killed by the memory watchdog (%s) after %.0f s" % (sampler.kill_reason, sampler.killed_at)
     return {"case": "plain", "n": n, "wall_s": round(wall, 2), "line_s": round(wall, 2) if n else None,
             "peak_rss_mib": sampler.peak // MIB, "peak_procs": sampler.peak_procs, "ok": n is not None,
             "what": ended, "cmd": argv, "log": log}
@@ -309,7 +329,7 @@ def case_module(name, venv, model, work, log_dir, label, timeout, rss_limit, **a
     if ok:
         what = "%s (%s)" % (res.get("source"), res.get("probe_mode"))
     elif sampler.killed_at is not None:
-        what = "killed by the memory watchdog after %.0f s" % sampler.killed_at
+        what = "killed by the memory watchdog (%s) after %.0f s" % (sampler.kill_reason, sampler.killed_at)
     else:
         what = "failed: %s" % (res.get("msg") or "")[:300]
     return {"case": name, "n": res.get("vllm_block_size"), "wall_s": round(wall, 2),
@@ -344,6 +364,7 @@ def summary(rows):
         return None
     out = {}
     imp = row("-", "import")
+    imp_serve = row("-", "import-serve")
     for key, (model, _path) in MODELS.items():
         full, shrunk, plain, cache = (row(model, c) for c in ("full", "shrunk", "plain", "cache"))
         s = {}
@@ -354,9 +375,10 @@ def summary(rows):
             s["shrunk_over_plain_wall"] = round(shrunk["wall_s"] / plain["wall_s"], 2)
         if cache:
             s["cache_module_s"] = cache.get("module_s")
-        if imp and shrunk and shrunk.get("line_s"):
-            s["shrunk_line_over_import"] = round(shrunk["line_s"] / imp["wall_s"], 2)
-            s["shrunk_line_minus_import_s"] = round(shrunk["line_s"] - imp["wall_s"], 1)
+        for name, ref in (("import", imp), ("import_serve", imp_serve)):
+            if ref and shrunk and shrunk.get("line_s"):
+                s["shrunk_line_over_%s" % name] = round(shrunk["line_s"] / ref["wall_s"], 2)
+                s["shrunk_line_minus_%s_s" % name] = round(shrunk["line_s"] - ref["wall_s"], 1)
         if s:
             out[model] = s
     return out
@@ -372,18 +394,19 @@ def draw_plot(data, path):
         font = ImageFont.load_default(size=15)
     except TypeError:  # Pillow < 10.1
         font = ImageFont.load_default()
-    label_w, bar_w, pad, row_h = 330, 380, 20, 26
-    width = label_w + 2 * (bar_w + 150) + pad
+    label_w, bar_w, gap, pad, row_h = 330, 340, 250, 20, 26
+    width = label_w + 2 * (bar_w + gap) + pad
     height = 90 + row_h * len(rows) + 60
     img = Image.new("RGB", (width, height), "white")
     d = ImageDraw.Draw(img)
-    d.text((pad, 12), "block size N: wall time and peak memory per way (%s, %d cores, load %.1f)" % (
-        data["machine"]["node"], data["machine"]["cpus"], data["machine"]["loadavg_before"][0]),
+    loads = [r["load_before"] for r in rows if r.get("load_before") is not None] or [0.0]
+    d.text((pad, 12), "block size N: wall time and peak memory per way (%s, %d cores, 1-min load %.1f-%.1f)" % (
+        data["machine"]["node"], data["machine"]["cpus"], min(loads), max(loads)),
         fill="black", font=font)
-    colors = {"import": "#999999", "plain": "#d62728", "full": "#ff7f0e", "shrunk": "#2ca02c",
+    colors = {"import": "#999999", "import-serve": "#bbbbbb", "plain": "#d62728", "full": "#ff7f0e", "shrunk": "#2ca02c",
               "cache": "#1f77b4"}
-    panels = [("wall time (s)", "wall_s", label_w), ("peak RSS of the process tree (GiB)", "peak_rss_mib",
-                                                     label_w + bar_w + 150)]
+    panels = [("wall time (s)", "wall_s", label_w),
+              ("peak RSS of the process tree (GiB)", "peak_rss_mib", label_w + bar_w + gap)]
     for title, key, x0 in panels:
         vals = [(r.get(key) or 0) / (1024.0 if key == "peak_rss_mib" else 1.0) for r in rows]
         vmax = max(vals + [1e-9])
@@ -393,12 +416,15 @@ def draw_plot(data, path):
             w = int(bar_w * v / vmax)
             d.rectangle([x0, y, x0 + max(w, 1), y + row_h - 8], fill=colors.get(r["case"], "#777777"))
             txt = ("%.1f" % v) if key == "wall_s" else ("%.2f" % v)
-            if not r.get("ok"):
-                txt += " (no N)"
+            if r["case"] not in IMPORTS and not r.get("ok"):
+                what = r.get("what") or ""
+                tag = ("OOM-killed" if "OOM" in what else "watchdog" if "watchdog" in what
+                       else "timeout" if "timeout" in what else "failed")
+                txt += " (no N: %s)" % tag
             d.text((x0 + max(w, 1) + 6, y + 2), txt, fill="black", font=font)
     for i, r in enumerate(rows):
         y = 80 + i * row_h
-        label = "%s %s" % (r.get("model", ""), r["case"]) if r.get("model") != "-" else "import vllm"
+        label = "%s %s" % (r.get("model", ""), r["case"]) if r.get("model") != "-" else IMPORTS[r["case"]]
         if r.get("n"):
             label += "  N=%s" % r["n"]
         d.text((pad, y + 2), label, fill="black", font=font)
@@ -456,10 +482,11 @@ def main():
             file=sys.stderr)
 
     if not args.no_import:
-        load = os.getloadavg()[0]
-        row = case_import(args.venv)
-        row["load_before"] = load
-        record(row, "-")
+        for case in IMPORTS:
+            load = os.getloadavg()[0]
+            row = case_import(args.venv, case)
+            row["load_before"] = load
+            record(row, "-")
     for key in [m.strip() for m in args.models.split(",") if m.strip()]:
         if key not in MODELS:
             sys.exit("unknown model %s (one of %s)" % (key, ", ".join(MODELS)))
