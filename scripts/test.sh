@@ -5,7 +5,7 @@
 #   FLEET_STAGES="lint sanity pytest molecule-default molecule-rollback"  to pick stages.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
+cd "$repo" || exit 1
 stages=${FLEET_STAGES:-"lint sanity pytest molecule-default molecule-rollback"}
 
 # shellcheck source=scripts/env.sh
