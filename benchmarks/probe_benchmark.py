@@ -12,7 +12,8 @@ Side by side in one run on this machine (one vLLM at a time):
           --max-model-len 8192 --gpu-memory-utilization 0.5 --load-format dummy``, log grepped
           until the line, then the process group is killed
   full    the block_size_probe module (shrink=never, force=true), through ``ansible-playbook``
-  shrunk  the block_size_probe module (shrink=auto, force=true): 4 layers via --hf-overrides
+  shrunk  the block_size_probe module (shrink=auto, force=true): 4 layers, vocabulary 4096 and
+          MLP 512 via --hf-overrides
   cache   the module again: answered from the cache
 
 for the Qwen3.5-0.8B configuration (every case) and the Qwen3.6-27B configuration (plain,

@@ -43,6 +43,11 @@ SHRINK_BLOCKING_FLAGS = ("--hf-overrides", "--hf-config-path", "--num-redundant-
                          "--pipeline-parallel-size", "-pp")
 
 SHRINK_LAYERS = 4
+# vocabulary and dense MLP width of the shrunken model (neither enters N)
+SHRINK_VOCAB = 4096
+SHRINK_INTERMEDIATE = 512
+# config keys of mixture-of-experts MLPs (their widths are left alone)
+MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size")
 HYBRID_LINEAR = "linear_attention"
 HYBRID_FULL = "full_attention"
 
@@ -135,14 +140,19 @@ def text_config_path(config):
     return "", config
 
 
-def shrink_overrides(config, extra_args=None, speculative_config=None):
+def shrink_overrides(config, extra_args=None, speculative_config=None, tensor_parallel_size=1,
+                     skip_tokenizer_init=True):
     """``--hf-overrides`` dict that cuts the language model to 4 layers while
     keeping both linear_attention and full_attention layers, or
     (None, reason) when the config cannot be shrunk safely.
 
-    N depends on the per-layer state and KV shapes, not on the layer count,
-    so the shrunken model prints the same N at a fraction of the memory and
-    start-up time.
+    N depends on the per-layer state and KV shapes (KV heads, head size, the
+    linear-attention heads and dims, the conv kernel, the dtypes), not on the
+    layer count, the vocabulary or the MLP width. So, unless the checkpoint is
+    quantized, the shrink also cuts the vocabulary to 4096 tokens (only without
+    a tokenizer, --skip-tokenizer-init) and a dense MLP to 512 (not for MoE
+    configs, and only when the tensor-parallel size divides 512). The shrunken
+    model prints the same N at a fraction of the memory and start-up time.
     """
     if not isinstance(config, dict):
         return None, "no readable config.json (hub model or unreadable file)"
@@ -175,9 +185,23 @@ def shrink_overrides(config, extra_args=None, speculative_config=None):
         if any(k in text for k in per_layer) or text.get("mlp_only_layers") \
                 or text.get("decoder_sparse_step", 1) not in (None, 1):
             return None, "config defines its layer layout in a way the shrink does not handle"
+    cuts = ["%d layers" % SHRINK_LAYERS]
+    quantized = "quantization_config" in config or "quantization_config" in text
+    if not quantized:
+        vocab = text.get("vocab_size")
+        if skip_tokenizer_init and isinstance(vocab, int) and vocab > SHRINK_VOCAB:
+            overrides["vocab_size"] = SHRINK_VOCAB
+            cuts.append("vocabulary %d" % SHRINK_VOCAB)
+        width = text.get("intermediate_size")
+        tp = int(tensor_parallel_size or 1)
+        if isinstance(width, int) and width > SHRINK_INTERMEDIATE and SHRINK_INTERMEDIATE % tp == 0 \
+                and not any(text.get(k) for k in MOE_KEYS):
+            overrides["intermediate_size"] = SHRINK_INTERMEDIATE
+            cuts.append("MLP %d" % SHRINK_INTERMEDIATE)
+    where = (" %s" % key) if key else ""
     if key:
-        return {key: overrides}, "shrunk %s to %d layers" % (key, SHRINK_LAYERS)
-    return overrides, "shrunk to %d layers" % SHRINK_LAYERS
+        overrides = {key: overrides}
+    return overrides, "shrunk%s to %s" % (where, ", ".join(cuts))
 
 
 def build_probe_argv(vllm_executable, model, port, tensor_parallel_size=1, dtype="auto",

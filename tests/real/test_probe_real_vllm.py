@@ -104,7 +104,8 @@ def test_probe_returns_the_n_vllm_printed(work):
     argv = res["cmd"]
     assert argv[0].endswith("/bin/vllm") and argv[1:3] == ["serve", work["model"]]
     assert json.loads(argv[argv.index("--hf-overrides") + 1]) == {"text_config": {
-        "num_hidden_layers": 4, "layer_types": ["linear_attention"] * 3 + ["full_attention"]}}
+        "num_hidden_layers": 4, "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+        "vocab_size": 4096, "intermediate_size": 512}}
     with open(work["cache"]) as f:
         cached = json.load(f)
     assert cached[res["fingerprint"]]["vllm_block_size"] == 640

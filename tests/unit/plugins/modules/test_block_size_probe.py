@@ -142,10 +142,30 @@ def test_shrink_overrides_shipped_qwen35_configs(path):
         pytest.skip("%s not present" % path)
     with open(path) as f:
         cfg = json.load(f)
+    layers = ["linear_attention", "linear_attention", "linear_attention", "full_attention"]
     ov, why = shrink_overrides(cfg)
-    assert ov == {"text_config": {"num_hidden_layers": 4, "layer_types": [
-        "linear_attention", "linear_attention", "linear_attention", "full_attention"]}}
-    assert "4 layers" in why
+    assert ov == {"text_config": {"num_hidden_layers": 4, "layer_types": layers,
+                                  "vocab_size": 4096, "intermediate_size": 512}}
+    assert why == "shrunk text_config to 4 layers, vocabulary 4096, MLP 512"
+    # with a tokenizer the vocabulary stays; a TP size that does not divide 512 keeps the MLP
+    ov, why = shrink_overrides(cfg, skip_tokenizer_init=False, tensor_parallel_size=3)
+    assert ov == {"text_config": {"num_hidden_layers": 4, "layer_types": layers}}
+    assert why == "shrunk text_config to 4 layers"
+    ov, _why = shrink_overrides(cfg, tensor_parallel_size=8)
+    assert ov["text_config"]["intermediate_size"] == 512
+
+
+def test_shrink_overrides_quantized_and_moe_keep_widths():
+    base = {"num_hidden_layers": 48, "full_attention_interval": 4, "vocab_size": 151936,
+            "intermediate_size": 5120}
+    ov, _why = shrink_overrides(base)
+    assert ov == {"num_hidden_layers": 4, "vocab_size": 4096, "intermediate_size": 512}
+    ov, why = shrink_overrides(dict(base, quantization_config={"quant_method": "fp8"}))
+    assert ov == {"num_hidden_layers": 4} and why == "shrunk to 4 layers"
+    ov, _why = shrink_overrides(dict(base, num_experts=512, moe_intermediate_size=512))
+    assert ov == {"num_hidden_layers": 4, "vocab_size": 4096}
+    ov, _why = shrink_overrides(dict(base, vocab_size=2048, intermediate_size=256))
+    assert ov == {"num_hidden_layers": 4}
 
 
 def test_shrink_overrides_tiny_model_is_not_shrunk():
