@@ -180,5 +180,9 @@ else
 fi
 
 drop_old "${base_old_id:-}"   # after its child (the old vLLM image) is gone
+# Superseded images of ours that were still in use by a container when they were replaced.
+for id in $(podman images --quiet --filter dangling=true --filter "label=$LABEL"); do
+    drop_old "$id"
+done
 podman images --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep "^$IMAGE_REPO:" || true
 step "done"
