@@ -73,7 +73,8 @@ step "packages"
 
 # --- 2. cgroup fix-up (every run) ----------------------------------------------------------
 if [ -f /sys/fs/cgroup/unified/cgroup.controllers ]; then
-    read -r -a controllers < /sys/fs/cgroup/unified/cgroup.controllers
+    # The file may be empty once every controller has its v1 hierarchy.
+    read -r -a controllers < /sys/fs/cgroup/unified/cgroup.controllers || true
     for c in "${controllers[@]}"; do
         mkdir -p "/sys/fs/cgroup/$c"
         mountpoint -q "/sys/fs/cgroup/$c" || mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c"
