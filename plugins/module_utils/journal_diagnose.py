@@ -16,252 +16,173 @@ import re
 ANSI_RE = re.compile(r'\x1b\[[0-9;?]*[ -/]*[@-~]')
 
 
-def _int(text):
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        return None
+# What a finding says about a failure kind is a str.format template over the values of its match: the regex's named
+# groups (a trailing digit dropped: alternatives of one regex cannot share a group name, so model2 fills {model}),
+# {matched} (the whole match, stripped), {best} (2N-1 for a matched block size N) and the context of the call:
+# {memory_var} (the variable that sizes the KV cache on this device), {role} (vllm_server or lmcache_server) and
+# {model} (the model given to diagnose, or "the model").
+_CHUNK_MULTIPLE_RE = (r'LMCache chunk size (?P<chunk>\d+) must be a multiple of group \d+ tokens_per_block (?P<block>\d+)'
+                      r'|LMCache chunk size should be a multiple of vLLM block size'
+                      r'|LMCache chunk size must be a multiple of')
+_PORT_IN_USE_RE = r'[Aa]ddress already in use'
+_TRANSFER_MODE_FIX = ('make lmcache_server_supported_transfer_mode accept vllm_server_lmcache_transfer_mode '
+                      '(use lmcache_server_supported_transfer_mode=auto, or set both to the same mode')
+_TRANSFER_MODE_VARS = ('lmcache_server_supported_transfer_mode', 'vllm_server_lmcache_transfer_mode')
+_MNBT_FIX = 'set vllm_server_max_num_batched_tokens to at least {block} ({best} = 2N-1 is best) or leave it null'
 
-
-def _mamba_blocks(m, ctx):
-    seqs, blocks = m.group('seqs'), m.group('blocks')
-    return ('max_num_seqs (%s) exceeds the Mamba cache blocks vLLM could allocate (%s): every running sequence needs one'
-            % (seqs, blocks),
-            'lower vllm_server_max_num_seqs to at most %s or raise %s' % (blocks, ctx['memory_var']),
-            ['vllm_server_max_num_seqs', ctx['memory_var']])
-
-
-def _model_missing(m, ctx):
-    model = m.groupdict().get('model') or ctx.get('model') or 'the model'
-    return ('vLLM could not find the model %s: it is neither a local directory with a config.json nor a hub id it can reach'
-            % model,
-            'set vllm_server_model to an existing local model directory or a reachable hub id '
-            '(and vllm_server_hf_token for gated models)',
-            ['vllm_server_model'])
-
-
-def _chunk_multiple(m, ctx):
-    chunk, block = m.groupdict().get('chunk'), m.groupdict().get('block')
-    if chunk and block:
-        what = 'LMCache chunk size %s is not a multiple of vLLM block size %s' % (chunk, block)
-        fix = ('set lmcache_server_chunk_size to null (derived from N) or a multiple of %s, '
-               'and check that lmcache_server_block_size is the N vLLM logs' % block)
-    else:
-        what = 'the LMCache chunk size is not a multiple of vLLM block size'
-        fix = 'set lmcache_server_chunk_size to null (derived from N) or a multiple of N'
-    return what, fix, ['lmcache_server_chunk_size', 'lmcache_server_chunk_multiple']
-
-
-def _mnbt_lmcache(m, ctx):
-    value, block = m.group('value'), m.group('block')
-    best = 2 * int(block) - 1
-    return ('max_num_batched_tokens %s is below the block size N=%s, so a prefill step cannot advance a whole block'
-            % (value, block),
-            'set vllm_server_max_num_batched_tokens to at least %s (%d = 2N-1 is best) or leave it null' % (block, best),
-            ['vllm_server_max_num_batched_tokens'])
-
-
-def _mnbt_vllm(m, ctx):
-    block, value = m.group('block'), m.group('value')
-    best = 2 * int(block) - 1
-    return ('vLLM requires max_num_batched_tokens (%s) >= block size (%s) in Mamba align mode' % (value, block),
-            'set vllm_server_max_num_batched_tokens to at least %s (%d = 2N-1 is best) or leave it null' % (block, best),
-            ['vllm_server_max_num_batched_tokens'])
-
-
-def _no_response(m, ctx):
-    return ('the LMCache server did not respond to %s within %ss; the server is usually up but does not accept the '
-            "connector's transfer mode" % (m.group('op'), m.group('timeout')),
-            'make lmcache_server_supported_transfer_mode accept vllm_server_lmcache_transfer_mode '
-            '(use lmcache_server_supported_transfer_mode=auto, or set both to the same mode; unset connector mode means '
-            'engine_driven on CPU and lmcache_driven on CUDA); a low vllm_server_lmcache_mq_timeout makes this fail fast',
-            ['lmcache_server_supported_transfer_mode', 'vllm_server_lmcache_transfer_mode'])
-
-
-def _no_handler(m, ctx):
-    return ('the LMCache server has no handler for %s: it does not accept the transfer mode the connector asked for'
-            % m.group('op'),
-            'make lmcache_server_supported_transfer_mode accept vllm_server_lmcache_transfer_mode '
-            '(use lmcache_server_supported_transfer_mode=auto, or set both to the same mode)',
-            ['lmcache_server_supported_transfer_mode', 'vllm_server_lmcache_transfer_mode'])
-
-
-def _unreachable(m, ctx):
-    return ('vLLM could not reach the LMCache server at %s' % m.group('url'),
-            'check that the LMCache unit is active and that vllm_server_lmcache_host/vllm_server_lmcache_port match '
-            'lmcache_server_host/lmcache_server_port',
-            ['lmcache_server_port', 'vllm_server_lmcache_port'])
-
-
-def _cpu_hybrid(m, ctx):
-    return ('LMCache cannot attach to a hybrid model on a CPU vLLM (%s): lmcache 0.5.6 has no CPU path for hybrid KV layouts'
-            % m.group(0).strip(),
-            'set vllm_server_kv_connector=false on this CPU host (serve without LMCache), or serve the model on a GPU host',
-            ['vllm_server_kv_connector'])
-
-
-def _cpu_memory(m, ctx):
-    what = ('the CPU memory check failed: only %s GiB of %s GiB are free on NUMA node %s, less than the %s GiB that '
-            'gpu_memory_utilization=%s asks for' % (m.group('free'), m.group('total'), m.group('node'), m.group('want'), m.group('util')))
-    return (what,
-            'lower vllm_server_gpu_memory_utilization (e.g. 0.5) or set vllm_server_cpu_kvcache_space_gb (e.g. 1), '
-            'which replaces the check',
-            ['vllm_server_gpu_memory_utilization', 'vllm_server_cpu_kvcache_space_gb'])
-
-
-def _gpu_memory(m, ctx):
-    return ('there is less free GPU memory than gpu_memory_utilization asks for (%s)' % m.group(0).strip(),
-            'lower vllm_server_gpu_memory_utilization, or free the GPU (another process uses it)',
-            ['vllm_server_gpu_memory_utilization'])
-
-
-def _kv_too_small(m, ctx):
-    return ('the KV cache left after loading the model cannot hold one sequence of max_model_len %s' % m.group('len'),
-            'lower vllm_server_max_model_len or raise %s' % ctx['memory_var'],
-            ['vllm_server_max_model_len', ctx['memory_var']])
-
-
-def _no_cache_memory(m, ctx):
-    return ('no memory is left for the KV cache after loading the model',
-            'raise %s, or use more GPUs (vllm_server_tensor_parallel_size)' % ctx['memory_var'],
-            [ctx['memory_var'], 'vllm_server_tensor_parallel_size'])
-
-
-def _oom(m, ctx):
-    return ('the accelerator ran out of memory while starting',
-            'lower vllm_server_gpu_memory_utilization or vllm_server_max_model_len, or raise vllm_server_tensor_parallel_size',
-            ['vllm_server_gpu_memory_utilization', 'vllm_server_max_model_len'])
-
-
-def _port_in_use(m, ctx):
-    if ctx['service'] == 'lmcache':
-        return ('an LMCache listening port is already in use by another process',
-                'change lmcache_server_port or lmcache_server_http_port to a free port (or stop the other process)',
-                ['lmcache_server_port', 'lmcache_server_http_port'])
-    return ('the vLLM port is already in use by another process',
-            'change vllm_server_port to a free port (or stop the other process)',
-            ['vllm_server_port'])
-
-
-def _mamba_mode(m, ctx):
-    return ('LMCache cannot serve this model with mamba_cache_mode=%s (only align keeps reusable state snapshots)'
-            % m.group('mode'),
-            'set vllm_server_mamba_cache_mode=align',
-            ['vllm_server_mamba_cache_mode'])
-
-
-def _tp_heads(m, ctx):
-    return ('the model has %s attention heads, which tensor parallel size %s does not divide' % (m.group('heads'), m.group('tp')),
-            'set vllm_server_tensor_parallel_size to a divisor of %s (and list as many GPUs in vllm_server_gpus)'
-            % m.group('heads'),
-            ['vllm_server_tensor_parallel_size'])
-
-
-def _bad_args(m, ctx):
-    var = 'lmcache_server_extra_args' if ctx['service'] == 'lmcache' else 'vllm_server_extra_args'
-    return ('the command line was rejected: %s' % m.group(0).strip(),
-            'remove or fix the argument in %s (or the variable that sets it)' % var,
-            [var])
-
-
-def _exec_missing(m, ctx):
-    venv = 'lmcache_server_venv' if ctx['service'] == 'lmcache' else 'vllm_server_venv'
-    return ('systemd could not execute the service binary (status 203/EXEC)',
-            'reinstall: run the deploy again, and check %s' % venv,
-            [venv])
-
-
-def _lmcache_incomplete(m, ctx):
-    return ('the lmcache installation lacks its server dependencies or CUDA extensions',
-            'reinstall lmcache (check lmcache_server_version, lmcache_server_wheelhouse and lmcache_server_device)',
-            ['lmcache_server_version', 'lmcache_server_device'])
-
-
-def _max_model_len(m, ctx):
-    return ('max_model_len %s is larger than the model allows (%s)' % (m.group('want'), m.group('limit')),
-            'lower vllm_server_max_model_len to at most %s (or leave it null)' % m.group('limit'),
-            ['vllm_server_max_model_len'])
-
-
-def _shm_permission(m, ctx):
-    return ("the LMCache server may not open vLLM's shared-memory KV segment %s: vLLM creates it readable by its own user "
-            'only (lmcache_driven transfer on CPU)' % m.group('seg'),
-            'run both services as the same user (set lmcache_server_user and lmcache_server_group to vllm_server_user and '
-            'vllm_server_group), or use engine_driven transfer (vllm_server_lmcache_transfer_mode=null on CPU and '
-            'lmcache_server_supported_transfer_mode=auto)',
-            ['lmcache_server_user', 'vllm_server_lmcache_transfer_mode'])
-
-
-def _start_limit(m, ctx):
-    return ('systemd stopped restarting the unit after repeated failures (start limit hit)',
-            'fix the cause above, then run the deploy again (it resets the unit)',
-            [])
-
-
-# (name, regex, explain) in priority order; each regex is searched in the ANSI-stripped text.
-RULES = [
-    ('mamba_cache_blocks',
-     re.compile(r'max_num_seqs \((?P<seqs>\d+)\) exceeds available Mamba cache blocks \((?P<blocks>\d+)\)'), _mamba_blocks),
-    ('cpu_hybrid_connector',
-     re.compile(r'engine-driven transfer does not support multiple KV transfer groups now'
-                r'|migrate_to_shm_and_wrap requires a contiguous tensor'), _cpu_hybrid),
-    ('chunk_size_multiple',
-     re.compile(r'LMCache chunk size (?P<chunk>\d+) must be a multiple of group \d+ tokens_per_block (?P<block>\d+)'
-                r'|LMCache chunk size should be a multiple of vLLM block size'
-                r'|LMCache chunk size must be a multiple of'), _chunk_multiple),
-    ('max_num_batched_tokens_lmcache',
-     re.compile(r'require (?:block_size <= )?max_num_batched_tokens.*?got max_num_batched_tokens=(?P<value>\d+), '
-                r'block_size=(?P<block>\d+)'), _mnbt_lmcache),
-    ('max_num_batched_tokens_vllm',
-     re.compile(r'block_size \((?P<block>\d+)\) must be <= max_num_batched_tokens \((?P<value>\d+)\)'), _mnbt_vllm),
-    ('shm_permission',
-     re.compile(r"PermissionError: \[Errno 13\] Permission denied: '(?P<seg>/lmcache_kv_[^']*)'"), _shm_permission),
-    ('lmcache_no_response',
-     re.compile(r'LMCache server did not respond to (?P<op>\w+) within (?P<timeout>[\d.]+) ?s'), _no_response),
-    ('lmcache_no_handler',
-     re.compile(r'No handler registered for operation (?P<op>\w+)'), _no_handler),
-    ('lmcache_unreachable',
-     re.compile(r"Cannot reach the LMCache MP server at '(?P<url>[^']+)'"), _unreachable),
-    ('mamba_cache_mode',
-     re.compile(r"MambaSpec with mamba_cache_mode='(?P<mode>\w+)'"), _mamba_mode),
-    ('model_not_found',
-     re.compile(r"Invalid repository ID or local directory specified: '(?P<model>[^']+)'"
-                r"|(?P<model2>\S+) is not a local folder and is not a valid model identifier"
-                r"|Repository Not Found for url"
-                r"|No supported config format found in (?P<model3>\S+)"
-                r"|Can't load the configuration of '(?P<model4>[^']+)'"
-                r"|Repo id must be in the form [^:]*: '(?P<model5>[^']+)'"
-                r"|LocalEntryNotFoundError"
-                r"|Cannot find an appropriate cached snapshot folder"), _model_missing),
-    ('cpu_memory_check',
-     re.compile(r'Available memory on node (?P<node>\d+) \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less '
-                r'than desired CPU memory utilization \((?P<util>[\d.]+), (?P<want>[\d.]+) GiB\)'), _cpu_memory),
-    ('gpu_memory_check',
-     re.compile(r'Free memory on device[^\n]*less than desired GPU memory utilization[^\n]*'), _gpu_memory),
-    ('kv_cache_too_small',
-     re.compile(r"To serve at least one request with the models's max seq len \((?P<len>\d+)\)"), _kv_too_small),
-    ('no_cache_memory',
-     re.compile(r'No available memory for the cache blocks'), _no_cache_memory),
-    ('out_of_memory',
-     re.compile(r'CUDA out of memory|OutOfMemoryError'), _oom),
-    ('port_in_use',
-     re.compile(r'[Aa]ddress already in use'), _port_in_use),
-    ('max_model_len',
-     re.compile(r'User-specified max_model_len \((?P<want>\d+)\) is greater than the derived max_model_len '
-                r'\((?:\w+=)?(?P<limit>\d+)'), _max_model_len),
-    ('tp_heads',
-     re.compile(r'Total number of attention heads \((?P<heads>\d+)\) must be divisible by tensor parallel size '
-                r'\((?P<tp>\d+)\)'), _tp_heads),
-    ('bad_arguments',
-     re.compile(r'error: (?:unrecognized arguments: [^\n]*|argument [^\n]*invalid choice[^\n]*|argument [^\n]*invalid [^\n]*value[^\n]*)'),
-     _bad_args),
-    ('exec_missing',
-     re.compile(r'status=203/EXEC|Failed at step EXEC spawning'), _exec_missing),
-    ('lmcache_incomplete',
-     re.compile(r"The 'lmcache server' command requires the full lmcache installation"), _lmcache_incomplete),
-    ('start_limit',
-     re.compile(r'Start request repeated too quickly|start-limit-hit'), _start_limit),
+# (cause, service, regex, what, fix, variables) in priority order; each regex is searched in the ANSI-stripped text.
+# service None applies to both units, else only to that one. A row whose templates name a value its match did not
+# fill gives way to the next row of the same cause (chunk_size_multiple: with or without the sizes in the log).
+_TABLE = [
+    ('mamba_cache_blocks', None,
+     r'max_num_seqs \((?P<seqs>\d+)\) exceeds available Mamba cache blocks \((?P<blocks>\d+)\)',
+     'max_num_seqs ({seqs}) exceeds the Mamba cache blocks vLLM could allocate ({blocks}): every running sequence needs one',
+     'lower vllm_server_max_num_seqs to at most {blocks} or raise {memory_var}',
+     ('vllm_server_max_num_seqs', '{memory_var}')),
+    ('cpu_hybrid_connector', None,
+     r'engine-driven transfer does not support multiple KV transfer groups now'
+     r'|migrate_to_shm_and_wrap requires a contiguous tensor',
+     'LMCache cannot attach to a hybrid model on a CPU vLLM ({matched}): lmcache 0.5.6 has no CPU path for hybrid KV '
+     'layouts',
+     'set vllm_server_kv_connector=false on this CPU host (serve without LMCache), or serve the model on a GPU host',
+     ('vllm_server_kv_connector',)),
+    ('chunk_size_multiple', None, _CHUNK_MULTIPLE_RE,
+     'LMCache chunk size {chunk} is not a multiple of vLLM block size {block}',
+     'set lmcache_server_chunk_size to null (derived from N) or a multiple of {block}, '
+     'and check that lmcache_server_block_size is the N vLLM logs',
+     ('lmcache_server_chunk_size', 'lmcache_server_chunk_multiple')),
+    ('chunk_size_multiple', None, _CHUNK_MULTIPLE_RE,
+     'the LMCache chunk size is not a multiple of vLLM block size',
+     'set lmcache_server_chunk_size to null (derived from N) or a multiple of N',
+     ('lmcache_server_chunk_size', 'lmcache_server_chunk_multiple')),
+    ('max_num_batched_tokens_lmcache', None,
+     r'require (?:block_size <= )?max_num_batched_tokens.*?got max_num_batched_tokens=(?P<value>\d+), '
+     r'block_size=(?P<block>\d+)',
+     'max_num_batched_tokens {value} is below the block size N={block}, so a prefill step cannot advance a whole block',
+     _MNBT_FIX,
+     ('vllm_server_max_num_batched_tokens',)),
+    ('max_num_batched_tokens_vllm', None,
+     r'block_size \((?P<block>\d+)\) must be <= max_num_batched_tokens \((?P<value>\d+)\)',
+     'vLLM requires max_num_batched_tokens ({value}) >= block size ({block}) in Mamba align mode',
+     _MNBT_FIX,
+     ('vllm_server_max_num_batched_tokens',)),
+    ('shm_permission', None,
+     r"PermissionError: \[Errno 13\] Permission denied: '(?P<seg>/lmcache_kv_[^']*)'",
+     "the LMCache server may not open vLLM's shared-memory KV segment {seg}: vLLM creates it readable by its own user "
+     'only (lmcache_driven transfer on CPU)',
+     'run both services as the same user (set lmcache_server_user and lmcache_server_group to vllm_server_user and '
+     'vllm_server_group), or use engine_driven transfer (vllm_server_lmcache_transfer_mode=null on CPU and '
+     'lmcache_server_supported_transfer_mode=auto)',
+     ('lmcache_server_user', 'vllm_server_lmcache_transfer_mode')),
+    ('lmcache_no_response', None,
+     r'LMCache server did not respond to (?P<op>\w+) within (?P<timeout>[\d.]+) ?s',
+     'the LMCache server did not respond to {op} within {timeout}s; the server is usually up but does not accept the '
+     "connector's transfer mode",
+     _TRANSFER_MODE_FIX + '; unset connector mode means engine_driven on CPU and lmcache_driven on CUDA); a low '
+     'vllm_server_lmcache_mq_timeout makes this fail fast',
+     _TRANSFER_MODE_VARS),
+    ('lmcache_no_handler', None,
+     r'No handler registered for operation (?P<op>\w+)',
+     'the LMCache server has no handler for {op}: it does not accept the transfer mode the connector asked for',
+     _TRANSFER_MODE_FIX + ')',
+     _TRANSFER_MODE_VARS),
+    ('lmcache_unreachable', None,
+     r"Cannot reach the LMCache MP server at '(?P<url>[^']+)'",
+     'vLLM could not reach the LMCache server at {url}',
+     'check that the LMCache unit is active and that vllm_server_lmcache_host/vllm_server_lmcache_port match '
+     'lmcache_server_host/lmcache_server_port',
+     ('lmcache_server_port', 'vllm_server_lmcache_port')),
+    ('mamba_cache_mode', None,
+     r"MambaSpec with mamba_cache_mode='(?P<mode>\w+)'",
+     'LMCache cannot serve this model with mamba_cache_mode={mode} (only align keeps reusable state snapshots)',
+     'set vllm_server_mamba_cache_mode=align',
+     ('vllm_server_mamba_cache_mode',)),
+    ('model_not_found', None,
+     r"Invalid repository ID or local directory specified: '(?P<model>[^']+)'"
+     r"|(?P<model2>\S+) is not a local folder and is not a valid model identifier"
+     r"|Repository Not Found for url"
+     r"|No supported config format found in (?P<model3>\S+)"
+     r"|Can't load the configuration of '(?P<model4>[^']+)'"
+     r"|Repo id must be in the form [^:]*: '(?P<model5>[^']+)'"
+     r"|LocalEntryNotFoundError"
+     r"|Cannot find an appropriate cached snapshot folder",
+     'vLLM could not find the model {model}: it is neither a local directory with a config.json nor a hub id it can '
+     'reach',
+     'set vllm_server_model to an existing local model directory or a reachable hub id '
+     '(and vllm_server_hf_token for gated models)',
+     ('vllm_server_model',)),
+    ('cpu_memory_check', None,
+     r'Available memory on node (?P<node>\d+) \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less '
+     r'than desired CPU memory utilization \((?P<util>[\d.]+), (?P<want>[\d.]+) GiB\)',
+     'the CPU memory check failed: only {free} GiB of {total} GiB are free on NUMA node {node}, less than the {want} GiB '
+     'that gpu_memory_utilization={util} asks for',
+     'lower vllm_server_gpu_memory_utilization (e.g. 0.5) or set vllm_server_cpu_kvcache_space_gb (e.g. 1), '
+     'which replaces the check',
+     ('vllm_server_gpu_memory_utilization', 'vllm_server_cpu_kvcache_space_gb')),
+    ('gpu_memory_check', None,
+     r'Free memory on device[^\n]*less than desired GPU memory utilization[^\n]*',
+     'there is less free GPU memory than gpu_memory_utilization asks for ({matched})',
+     'lower vllm_server_gpu_memory_utilization, or free the GPU (another process uses it)',
+     ('vllm_server_gpu_memory_utilization',)),
+    ('kv_cache_too_small', None,
+     r"To serve at least one request with the models's max seq len \((?P<len>\d+)\)",
+     'the KV cache left after loading the model cannot hold one sequence of max_model_len {len}',
+     'lower vllm_server_max_model_len or raise {memory_var}',
+     ('vllm_server_max_model_len', '{memory_var}')),
+    ('no_cache_memory', None,
+     r'No available memory for the cache blocks',
+     'no memory is left for the KV cache after loading the model',
+     'raise {memory_var}, or use more GPUs (vllm_server_tensor_parallel_size)',
+     ('{memory_var}', 'vllm_server_tensor_parallel_size')),
+    ('out_of_memory', None,
+     r'CUDA out of memory|OutOfMemoryError',
+     'the accelerator ran out of memory while starting',
+     'lower vllm_server_gpu_memory_utilization or vllm_server_max_model_len, or raise vllm_server_tensor_parallel_size',
+     ('vllm_server_gpu_memory_utilization', 'vllm_server_max_model_len')),
+    ('port_in_use', 'lmcache', _PORT_IN_USE_RE,
+     'an LMCache listening port is already in use by another process',
+     'change lmcache_server_port or lmcache_server_http_port to a free port (or stop the other process)',
+     ('lmcache_server_port', 'lmcache_server_http_port')),
+    ('port_in_use', 'vllm', _PORT_IN_USE_RE,
+     'the vLLM port is already in use by another process',
+     'change vllm_server_port to a free port (or stop the other process)',
+     ('vllm_server_port',)),
+    ('max_model_len', None,
+     r'User-specified max_model_len \((?P<want>\d+)\) is greater than the derived max_model_len '
+     r'\((?:\w+=)?(?P<limit>\d+)',
+     'max_model_len {want} is larger than the model allows ({limit})',
+     'lower vllm_server_max_model_len to at most {limit} (or leave it null)',
+     ('vllm_server_max_model_len',)),
+    ('tp_heads', None,
+     r'Total number of attention heads \((?P<heads>\d+)\) must be divisible by tensor parallel size '
+     r'\((?P<tp>\d+)\)',
+     'the model has {heads} attention heads, which tensor parallel size {tp} does not divide',
+     'set vllm_server_tensor_parallel_size to a divisor of {heads} (and list as many GPUs in vllm_server_gpus)',
+     ('vllm_server_tensor_parallel_size',)),
+    ('bad_arguments', None,
+     r'error: (?:unrecognized arguments: [^\n]*|argument [^\n]*invalid choice[^\n]*|argument [^\n]*invalid [^\n]*value[^\n]*)',
+     'the command line was rejected: {matched}',
+     'remove or fix the argument in {role}_extra_args (or the variable that sets it)',
+     ('{role}_extra_args',)),
+    ('exec_missing', None,
+     r'status=203/EXEC|Failed at step EXEC spawning',
+     'systemd could not execute the service binary (status 203/EXEC)',
+     'reinstall: run the deploy again, and check {role}_venv',
+     ('{role}_venv',)),
+    ('lmcache_incomplete', None,
+     r"The 'lmcache server' command requires the full lmcache installation",
+     'the lmcache installation lacks its server dependencies or CUDA extensions',
+     'reinstall lmcache (check lmcache_server_version, lmcache_server_wheelhouse and lmcache_server_device)',
+     ('lmcache_server_version', 'lmcache_server_device')),
+    ('start_limit', None,
+     r'Start request repeated too quickly|start-limit-hit',
+     'systemd stopped restarting the unit after repeated failures (start limit hit)',
+     'fix the cause above, then run the deploy again (it resets the unit)',
+     ()),
 ]
+
+RULES = [(cause, service, re.compile(pattern), what, fix, variables)
+         for cause, service, pattern, what, fix, variables in _TABLE]
 
 ERROR_LINE_RE = re.compile(r'(Error|Exception|error:|FAILED|Traceback)')
 
@@ -294,34 +215,34 @@ def diagnose(text, service='vllm', host='', device='cuda', model=None):
     ``evidence`` (the log line) and ``message`` (one sentence ``host <h>: <what>; <fix>``).
     """
     clean = strip_ansi(text)
-    ctx = {'service': 'lmcache' if str(service).startswith('lmcache') else 'vllm',
-           'memory_var': _memory_var(device), 'model': model}
+    unit = 'lmcache' if str(service).startswith('lmcache') else 'vllm'
+    context = {'memory_var': _memory_var(device), 'role': unit + '_server', 'model': model or 'the model'}
     findings = []
     seen = set()
-    for name, regex, explain in RULES:
-        match = regex.search(clean)
-        if not match or name in seen:
+    for cause, rule_service, regex, what_template, fix_template, variable_templates in RULES:
+        if cause in seen or rule_service not in (None, unit):
             continue
-        seen.add(name)
-        if name == 'model_not_found':
-            groups = match.groupdict()
-            model_name = (groups.get('model') or groups.get('model2') or groups.get('model3') or groups.get('model4')
-                          or groups.get('model5'))
-            ctx_model = dict(ctx, model=model_name or model)
-            what, fix, variables = _model_missing(_NamedMatch({'model': ctx_model['model']}), ctx_model)
-        else:
-            what, fix, variables = explain(match, ctx)
+        match = regex.search(clean)
+        if not match:
+            continue
+        values = _values(match, context)
+        try:
+            what, fix = what_template.format(**values), fix_template.format(**values)
+        except KeyError:
+            continue
+        seen.add(cause)
+        variables = [template.format(**values) for template in variable_templates]
         line_start = clean.rfind('\n', 0, match.start()) + 1
         line_end = clean.find('\n', match.end())
         evidence = clean[line_start:line_end if line_end >= 0 else len(clean)].strip()
-        findings.append(_finding(host, name, what, fix, variables, evidence))
+        findings.append(_finding(host, cause, what, fix, variables, evidence))
     # When the transfer-mode mismatch is found, the "Is the server running?" follow-ups add nothing.
     if any(f['cause'] in ('lmcache_no_response', 'lmcache_no_handler', 'shm_permission') for f in findings):
         findings = [f for f in findings if f['cause'] != 'lmcache_unreachable']
     if not findings:
         line = last_error_line(clean)
         if line:
-            findings.append(_finding(host, 'unknown', 'the %s unit failed: %s' % (ctx['service'] if ctx['service'] != 'lmcache' else 'LMCache', line),
+            findings.append(_finding(host, 'unknown', 'the %s unit failed: %s' % ('LMCache' if unit == 'lmcache' else unit, line),
                                      'read the unit journal (journalctl -u <unit>) for the full error', [], line))
         else:
             findings.append(_finding(host, 'unknown', 'the unit failed without a message in its journal',
@@ -329,15 +250,15 @@ def diagnose(text, service='vllm', host='', device='cuda', model=None):
     return findings
 
 
-class _NamedMatch:
-    def __init__(self, groups):
-        self._groups = groups
-
-    def groupdict(self):
-        return dict(self._groups)
-
-    def group(self, name):
-        return self._groups.get(name)
+def _values(match, context):
+    """The values a rule's templates may name, for this ``match`` (see the comment above _TABLE)."""
+    values = dict(context, matched=match.group(0).strip())
+    for name, value in match.groupdict().items():
+        if value is not None:
+            values[name.rstrip('0123456789')] = value
+    if 'block' in values:
+        values['best'] = 2 * int(values['block']) - 1
+    return values
 
 
 def _finding(host, cause, what, fix, variables, evidence):
