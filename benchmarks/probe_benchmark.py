@@ -42,8 +42,6 @@ import os
 import platform
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -51,6 +49,14 @@ import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+try:
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import probe_runner
+except ImportError:  # run without scripts/env.sh: expose this checkout as the collection
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    from fleet_collection import expose_collection
+    expose_collection()
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import probe_runner
+
 MODELS = {
     "0.8b": ("Qwen3.5-0.8B", os.path.join(REPO, "tests", "fixtures", "models", "qwen3.5-0.8b")),
     "27b": ("Qwen3.6-27B", os.path.join(REPO, "tests", "fixtures", "models", "qwen3.6-27b")),
@@ -80,61 +86,6 @@ PLAYBOOK = """\
 """
 
 
-def proc_table():
-    """{pid: (ppid, sid, rss_bytes)} of live processes."""
-    out = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d, "rb") as f:
-                st = f.read().decode("utf-8", "replace")
-        except (IOError, OSError):
-            continue
-        fields = st[st.rfind(")") + 2:].split()
-        if fields[0] == "Z":
-            continue
-        out[int(d)] = (int(fields[1]), int(fields[3]), int(fields[21]) * PAGE)
-    return out
-
-
-def tree(root, table):
-    """root's descendants plus every member of their sessions (vLLM runs in its own)."""
-    children = {}
-    for pid, (ppid, _sid, _rss) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    seen, stack = set(), [root]
-    while stack:
-        pid = stack.pop()
-        if pid in seen or pid not in table:
-            continue
-        seen.add(pid)
-        stack.extend(children.get(pid, []))
-    sids = set(table[p][1] for p in seen) - {os.getsid(0)}
-    for pid, (_ppid, sid, _rss) in table.items():
-        if sid in sids:
-            seen.add(pid)
-    return seen
-
-
-def kill_sessions(sids):
-    for _attempt in range(100):
-        left = [p for p, (_pp, s, _r) in proc_table().items() if s in sids]
-        for sid in sids:
-            try:
-                os.killpg(sid, signal.SIGKILL)
-            except OSError:
-                pass
-        for p in left:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
-        if not left:
-            return
-        time.sleep(0.05)
-
-
 class Sampler(threading.Thread):
     """Peak summed RSS of root's tree; kills the tree above rss_limit bytes."""
 
@@ -153,9 +104,9 @@ class Sampler(threading.Thread):
 
     def run(self):
         while not self._halt.is_set():
-            table = proc_table()
-            members = tree(self.root, table)
-            rss = sum(table[p][2] for p in members if p in table)
+            table = probe_runner.process_table()
+            members = probe_runner.with_sessions(probe_runner.process_tree(self.root, table), table)
+            rss = sum(table[p].rss for p in members if p in table)
             if rss > self.peak:
                 self.peak, self.peak_procs = rss, len(members)
             avail = mem_available() if self.rss_limit else None
@@ -166,13 +117,9 @@ class Sampler(threading.Thread):
                                     if rss > self.rss_limit else
                                     "machine's available memory %.1f GiB < %.1f GiB (tree RSS %.1f GiB)"
                                     % (avail / float(GIB), MIN_AVAILABLE / float(GIB), rss / float(GIB)))
-                sids = set(table[p][1] for p in members if p in table) - {os.getsid(0)}
-                kill_sessions(sids)
-                for p in members:
-                    try:
-                        os.kill(p, signal.SIGKILL)
-                    except OSError:
-                        pass
+                for sid in set(table[p].sid for p in members if p in table) - {os.getsid(0)}:
+                    probe_runner.kill_session(sid)
+                probe_runner.kill_pids(members)
             time.sleep(self.interval)
 
     def stop(self):
@@ -186,14 +133,6 @@ def mem_available():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     return None
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def oom_kills():
@@ -245,7 +184,7 @@ def case_plain(venv, model, log_dir, label, timeout, rss_limit):
     log = os.path.join(log_dir, "plain-%s.log" % label)
     argv = [os.path.join(venv, "bin", "vllm"), "serve", model, "--mamba-cache-mode", "align",
             "--enable-prefix-caching", "--max-model-len", "8192", "--gpu-memory-utilization", "0.5",
-            "--load-format", "dummy", "--port", str(free_port())]
+            "--load-format", "dummy", "--port", str(probe_runner.free_port())]
     env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1")
     oom_before = oom_kills()
     t0 = time.time()
@@ -280,7 +219,7 @@ def case_plain(venv, model, log_dir, label, timeout, rss_limit):
             time.sleep(0.2)
         wall = time.time() - t0
     finally:
-        kill_sessions({proc.pid})
+        probe_runner.kill_session(proc.pid)
         proc.wait()
         sampler.stop()
     if n is None and sampler.killed_at is not None and "watchdog" not in ended:

@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import collections
 import copy
 import json
 import os
@@ -327,34 +328,76 @@ def free_port(host="127.0.0.1"):
         s.close()
 
 
-def _proc_stat(pid):
-    """(pgid, sid) of a pid from /proc, or None."""
+# a process as /proc/<pid>/stat tells it; rss in bytes
+ProcStat = collections.namedtuple("ProcStat", ["ppid", "pgid", "sid", "rss"])
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+def proc_stat(pid):
+    """ProcStat of a pid from /proc, or None (gone, or a zombie)."""
     try:
         with open("/proc/%d/stat" % pid, "rb") as f:
             st = f.read().decode("utf-8", "replace")
     except (IOError, OSError):
         return None
     fields = st[st.rfind(")") + 2:].split()
-    # fields[0]=state, [1]=ppid, [2]=pgrp, [3]=session
+    # fields[0]=state, [1]=ppid, [2]=pgrp, [3]=session, [21]=rss in pages
     if fields and fields[0] == "Z":
         return None  # zombie: already dead, waits for its parent
-    return int(fields[2]), int(fields[3])
+    return ProcStat(int(fields[1]), int(fields[2]), int(fields[3]), int(fields[21]) * PAGE_SIZE)
+
+
+def process_table():
+    """{pid: ProcStat} of every live process (zombies left out)."""
+    table = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return table
+    for d in names:
+        if not d.isdigit():
+            continue
+        st = proc_stat(int(d))
+        if st is not None:
+            table[int(d)] = st
+    return table
+
+
+def process_tree(root, table):
+    """root and its descendants in table (a process_table())."""
+    children = {}
+    for pid, st in table.items():
+        children.setdefault(st.ppid, []).append(pid)
+    seen, stack = set(), [root]
+    while stack:
+        pid = stack.pop()
+        if pid in seen or pid not in table:
+            continue
+        seen.add(pid)
+        stack.extend(children.get(pid, []))
+    return seen
+
+
+def with_sessions(pids, table):
+    """pids plus every process in table that shares a session with one of
+    them, except the caller's own session (vLLM runs in a session of its own)."""
+    pids = set(pids)
+    sids = set(table[p].sid for p in pids if p in table) - {os.getsid(0)}
+    return pids | set(pid for pid, st in table.items() if st.sid in sids)
 
 
 def session_members(sid):
     """Live pids whose process group or session is sid."""
-    out = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return out
-    for d in names:
-        if not d.isdigit():
-            continue
-        st = _proc_stat(int(d))
-        if st and (st[0] == sid or st[1] == sid):
-            out.append(int(d))
-    return out
+    return [pid for pid, st in process_table().items() if st.pgid == sid or st.sid == sid]
+
+
+def kill_pids(pids):
+    """SIGKILL every pid; one that is already gone is no error."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def kill_session(sid, timeout=10.0):
@@ -367,11 +410,7 @@ def kill_session(sid, timeout=10.0):
             os.killpg(sid, signal.SIGKILL)
         except OSError:
             pass
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_pids(left)
         time.sleep(0.05)
         left = session_members(sid)
         if not left or time.time() > deadline:

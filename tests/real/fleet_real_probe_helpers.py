@@ -18,13 +18,19 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
 import time
 
 import pytest
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner import (
+    kill_pids,
+    process_table,
+    process_tree,
+    with_sessions,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = os.path.join(REPO, "tests", "fixtures", "models")
@@ -154,23 +160,16 @@ def module_result(stdout):
 
 # ------------------------------------------------------------------ processes
 
-def proc_table():
-    """{pid: (ppid, sid, cmdline)} of live non-zombie processes."""
-    table = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
+def command_lines(pids):
+    """{pid: command line (NULs as spaces)} of the pids whose command line can be read."""
+    cmds = {}
+    for pid in pids:
         try:
-            with open("/proc/%s/cmdline" % d, "rb") as f:
-                cmd = f.read().decode("utf-8", "replace").replace("\0", " ")
-            with open("/proc/%s/stat" % d) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                cmds[pid] = f.read().decode("utf-8", "replace").replace("\0", " ")
         except (IOError, OSError):
             continue
-        if fields[0] == "Z":
-            continue
-        table[int(d)] = (int(fields[1]), int(fields[3]), cmd)
-    return table
+    return cmds
 
 
 def our_processes(*markers, **kw):
@@ -178,19 +177,13 @@ def our_processes(*markers, **kw):
     of their sessions (vLLM's EngineCore / Worker children show other command
     lines), and (with descendants_of) vLLM servers started below that pid."""
     root = kw.get("descendants_of")
-    table = proc_table()
-    hits = set(pid for pid, (_pp, _sid, cmd) in table.items() if any(m and m in cmd for m in markers))
-    sids = set(table[p][1] for p in hits) - {os.getsid(0)}
-    hits |= set(pid for pid, (_pp, sid, _cmd) in table.items() if sid in sids)
+    table = process_table()
+    cmds = command_lines(table)
+    hits = with_sessions((pid for pid, cmd in cmds.items() if any(m and m in cmd for m in markers)), table)
     if root:
-        for pid, (_ppid, _sid, cmd) in table.items():
-            if pid != root and "vllm" in cmd and " serve " in cmd:
-                p, hops = pid, 0
-                while p in table and p != root and hops < 50:
-                    p, hops = table[p][0], hops + 1
-                if p == root:
-                    hits.add(pid)
-    return sorted((pid, table[pid][2]) for pid in hits if pid in table)
+        hits |= set(pid for pid in process_tree(root, table)
+                    if pid != root and "vllm" in cmds.get(pid, "") and " serve " in cmds.get(pid, ""))
+    return sorted((pid, cmds[pid]) for pid in hits if pid in cmds)
 
 
 class ProcessWatcher(threading.Thread):
@@ -226,10 +219,10 @@ class ProcessWatcher(threading.Thread):
 
 def vllm_session(marker):
     """(sid, members) of the live vLLM server whose command line has marker."""
-    table = proc_table()
-    for pid, (_pp, sid, cmd) in table.items():
-        if marker in cmd and " serve " in cmd and sid == pid:
-            return sid, [p for p, (_x, s, _c) in table.items() if s == sid]
+    table = process_table()
+    for pid, cmd in command_lines(table).items():
+        if marker in cmd and " serve " in cmd and table[pid].sid == pid:
+            return pid, [p for p, st in table.items() if st.sid == pid]
     return None, []
 
 
@@ -247,11 +240,7 @@ def assert_no_leftovers(work, port=None, grace=5.0):
     markers = [work["model"]] + (["--port %s" % port] if port else [])
     left = wait_for(lambda: not our_processes(*markers), grace) or our_processes(*markers)
     if left is not True and left:
-        for pid, _cmd in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_pids(pid for pid, _cmd in left)
         raise AssertionError("processes left behind: %s" % left)
 
 
