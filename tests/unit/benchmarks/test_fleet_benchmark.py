@@ -5,20 +5,14 @@
 
 from __future__ import absolute_import, division, print_function
 
-import importlib.util
 import os
 
 import pytest
 
-PATH = os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchmarks", "fleet_benchmark.py")
-
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("fleet_benchmark", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(repo_script):
+    return repo_script("benchmarks/fleet_benchmark.py")
 
 
 RECAP = """

@@ -5,22 +5,16 @@
 
 from __future__ import absolute_import, division, print_function
 
-import importlib.util
 import json
 import os
 import stat
 
 import pytest
 
-PATH = os.path.join(os.path.dirname(__file__), "..", "..", "..", "playbooks", "files", "fleet_backup.py")
-
 
 @pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("fleet_backup", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def script(repo_script):
+    return repo_script("playbooks/files/fleet_backup.py")
 
 
 @pytest.fixture
