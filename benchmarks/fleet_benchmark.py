@@ -217,8 +217,9 @@ def bench_size(count, work, forks):
     second = {h: host_state(h) for h in hosts}
     rerun = recap(out2)
     launched = [h for h in hosts if first[h] != second[h]]
-    most, parallelism = overlap(probe_intervals(first))
-    durations = [e - s for s, e in probe_intervals(first)]
+    intervals = probe_intervals(first)
+    most, parallelism = overlap(intervals)
+    durations = [end - start for start, end in intervals]
     row.update(rerun_s=round(wall2, 1), rerun_rc=rc2, rerun_cpu_s=round(cpu2, 1), rerun_floor_s=round(cpu2 / cores, 1),
                rerun_changed=sum(r["changed"] for h, r in rerun.items() if h in hosts),
                rerun_hosts_relaunched=launched, rerun_over_first=round(wall2 / wall1, 3),
