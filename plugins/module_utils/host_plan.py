@@ -456,18 +456,17 @@ def _type_checks(p, specs):
                 p.error(name, value, 'is a number, but a string is expected (YAML reads 0.40 as 0.4)',
                         'quote it: %s: "%s"' % (name, value))
                 continue
-        elif kind == 'int':
-            ok = as_int(value) is not None
-        elif kind == 'float':
-            ok = as_finite(value) is not None
+        elif kind in ('int', 'float'):
+            continue  # every number has its own range check below
         elif kind == 'bool':
             ok = isinstance(as_bool(value), bool)
         elif kind == 'list':
-            ok = isinstance(value, (list, tuple)) or (name == 'vllm_server_gpus' and isinstance(value, (str, int)))
+            ok = isinstance(value, (list, tuple)) or (name.endswith('_gpus') and isinstance(value, (str, int)))
         elif kind == 'dict':
             ok = isinstance(value, dict)
         if not ok:
-            p.error(name, value, 'is not %s' % _TYPE_WORDS.get(kind, kind), 'use %s' % _TYPE_WORDS.get(kind, kind))
+            p.error(name, value, 'is not %s' % _TYPE_WORDS.get(kind, kind),
+                    'use true or false' if kind == 'bool' else 'use %s' % _TYPE_WORDS.get(kind, kind))
 
 
 def _secrets(p):
@@ -658,7 +657,8 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     secrets = _secrets(p)
     hybrid, hybrid_source = decide_hybrid(cfg, probe, prediction)
     device = p.choice('vllm_server_device', rules.DEVICES)
-    p.choice('lmcache_server_device', rules.DEVICES)
+    if cfg.get('lmcache_server_device') != cfg.get('vllm_server_device'):
+        p.choice('lmcache_server_device', rules.DEVICES)
 
     # ---- N
     if n_kind is None and n in (None, ''):
@@ -725,7 +725,7 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     if block_size is not None and block_size % 16 and cfg.get('vllm_server_device') == 'cuda':
         p.warn('vllm_server_block_size', block_size, 'is not a multiple of 16', 'use 16, 32 or 64 (or null)')
     spec = p.get('vllm_server_speculative_config')
-    if spec in (None, ''):
+    if spec in (None, '') or 'vllm_server_speculative_config' in p.failed:
         spec = None
     elif not isinstance(spec, dict):
         p.error('vllm_server_speculative_config', spec, 'is not a mapping',
@@ -751,7 +751,7 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     connector = p.boolean('vllm_server_kv_connector')
     transfer_mode = cfg.get('vllm_server_lmcache_transfer_mode')
     mq_timeout = p.number('vllm_server_lmcache_mq_timeout', low_exclusive=0,
-                          fix='use null (LMCache default 300) or a number of seconds such as 30')
+                          fix='use null (LMCache default 300) or a positive number of seconds such as 30')
     timeouts = {}
     for name in ('vllm_server_start_timeout', 'vllm_server_stop_timeout', 'vllm_server_restart_sec',
                  'lmcache_server_start_timeout', 'lmcache_server_stop_timeout', 'lmcache_server_restart_sec',
