@@ -315,7 +315,7 @@ class _Plan:
 
     # ---- typed getters: each returns the clean value, or None after recording an error
 
-    def integer(self, name, low=None, high=None, null=True, fix=None):
+    def integer(self, name, low=None, high=None, null=True, fix=None, what=None):
         if name in self.failed:
             return None
         value = self.get(name)
@@ -325,7 +325,7 @@ class _Plan:
         if number is None or (low is not None and number < low) or (high is not None and number > high):
             bounds = ('an integer' if low is None else 'an integer >= %d' % low) if high is None \
                 else 'an integer in %d..%d' % (low, high)
-            self.error(name, value, 'is not %s' % bounds, fix or ('use %s%s' % (bounds, ' or null' if null else '')))
+            self.error(name, value, 'is not %s' % (what or bounds), fix or ('use %s%s' % (bounds, ' or null' if null else '')))
             return None
         return number
 
@@ -702,7 +702,7 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     served = p.string('vllm_server_served_model_name')
     ports = {}
     for name in ('lmcache_server_port', 'lmcache_server_http_port', 'vllm_server_port'):
-        port = p.integer(name, 1, 65535, null=False)
+        port = p.integer(name, 1, 65535, null=False, what='a TCP port')
         if port is None:
             continue
         if port in ports.values():
@@ -797,7 +797,7 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     p.string('lmcache_server_http_host', what='an address', empty=False, fix='use an IP address such as 127.0.0.1')
     p.string('vllm_server_host', what='an address', empty=False, fix='use an IP address such as 127.0.0.1')
     p.string('vllm_server_lmcache_host', what='an address', empty=False, fix='use the LMCache server\'s address')
-    p.integer('vllm_server_lmcache_port', 1, 65535, null=False)
+    p.integer('vllm_server_lmcache_port', 1, 65535, null=False, what='a TCP port')
     _check_exposure(p, secrets)
 
     vllm_env = _env_mapping(p, 'vllm_server_env', VLLM_MANAGED_ENV, 'vLLM')

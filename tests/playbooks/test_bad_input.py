@@ -45,7 +45,7 @@ BAD_VALUES = [
      ['host bad-01: lmcache_server_eviction_policy=FIFO is not an eviction policy of lmcache server',
       'use one of LRU, ARC, IsolatedLRU, noop']),
     ('negative-l1-size', {'lmcache_server_l1_size_gb': -1},
-     ['host bad-01: lmcache_server_l1_size_gb=-1 is not a positive size in GB']),
+     ['host bad-01: lmcache_server_l1_size_gb=-1 is not a finite number > 0; use a number > 0']),
     ('port-out-of-range', {'vllm_server_port': 70000},
      ['host bad-01: vllm_server_port=70000 is not a TCP port; use an integer in 1..65535']),
     ('port-shared-by-both-services', {'lmcache_server_port': 8000, 'vllm_server_port': 8000},
@@ -75,8 +75,7 @@ BAD_VALUES = [
     ('chunk-multiple-zero', {'lmcache_server_chunk_multiple': 0},
      ['host bad-01: lmcache_server_chunk_multiple=0 is not an integer >= 1']),
     ('port-not-a-number', {'lmcache_server_http_port': 'eighty'},
-     ['host bad-01: lmcache_server_http_port=eighty is not a TCP port',
-      "host bad-01: argument 'lmcache_server_http_port' is of type str"]),
+     ['host bad-01: lmcache_server_http_port=eighty is not a TCP port; use an integer in 1..65535']),
 ]
 
 
