@@ -660,16 +660,18 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     if cfg.get('lmcache_server_device') != cfg.get('vllm_server_device'):
         p.choice('lmcache_server_device', rules.DEVICES)
 
-    # ---- N
-    if n_kind is None and n in (None, ''):
-        n = cfg.get('vllm_server_expected_block_size')
-        n_kind = 'expected' if n not in (None, '') else None
+    # ---- N: the probed or predicted one, else the host's vllm_server_expected_block_size
+    expected = p.integer('vllm_server_expected_block_size', low=1)
+    source = n_kind
+    if n in (None, '') and n_kind in (None, 'predicted') and expected is not None:
+        n, source = expected, 'expected'
+        if n_kind == 'predicted' and prediction_problem:
+            p.warnings.append('%s; planned with vllm_server_expected_block_size=%d' % (prediction_problem, expected))
     block = None
     if n not in (None, ''):
         block = as_int(n)
         if block is None or block < 1:
-            variable = 'vllm_server_expected_block_size' if n_kind == 'expected' else 'vllm_block_size'
-            p.error(variable, n, 'is not a positive integer block size',
+            p.error('vllm_block_size', n, 'is not a positive integer block size',
                     'use the N vLLM logs ("Setting attention block size to N tokens")')
             block = None
     elif n_kind == 'probed':
@@ -678,12 +680,11 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     elif n_kind == 'predicted':
         p.errors.append('%s; or set vllm_server_expected_block_size to the N vLLM logs'
                         % (prediction_problem or 'host %s: N cannot be predicted' % rules._label(host)))
-    expected = p.integer('vllm_server_expected_block_size', low=1)
-    if block is not None and expected is not None and expected != block and n_kind in ('predicted', 'probed'):
-        p.error('vllm_server_expected_block_size', expected, 'does not match the %s N=%d' % (n_kind, block),
-                'use %d (or null%s)' % (block, '' if n_kind == 'probed' else '; the probe on the host decides'))
-    if n_kind == 'predicted' and prediction_problem and block is not None:
-        p.warnings.append('%s; planned with vllm_server_expected_block_size=%d' % (prediction_problem, block))
+    if block is None:
+        source = None
+    if block is not None and expected is not None and expected != block and source in ('predicted', 'probed'):
+        p.error('vllm_server_expected_block_size', expected, 'does not match the %s N=%d' % (source, block),
+                'use %d (or null%s)' % (block, '' if source == 'probed' else '; the probe on the host decides'))
     if as_bool(cfg.get('vllm_server_hybrid')) is False and hybrid and hybrid_source != 'vllm_server_hybrid':
         what = 'the probe found a hybrid model' if hybrid_source == 'probe' else \
             '%s is a hybrid model' % (prediction or {}).get('architecture', 'the model')
@@ -855,17 +856,20 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
         'platform': device,
         'vllm_version': cfg.get('vllm_server_version'),
         'extra_args': vllm_extra,
+        'config': config_source(cfg, model),
     }
     if n_kind == 'probed' and block is not None and isinstance(prediction, dict) and as_int(prediction.get('block_size')) \
             and as_int(prediction.get('block_size')) != block:
-        shown = ', '.join('%s=%s' % (k, rules.fmt_value(n_inputs[k])) for k in
-                          ('tensor_parallel_size', 'dtype', 'kv_cache_dtype', 'mamba_ssm_cache_dtype', 'mamba_cache_dtype',
-                           'block_size', 'num_speculative_tokens', 'platform', 'vllm_version'))
-        extra = ', '.join('%s=%s' % (k, prediction[k]) for k in ('architecture', 'model_dtype', 'conv_dtype', 'ssm_dtype',
-                                                                  'gpu_architecture') if k in prediction)
-        p.warnings.append('host %s: the probed N=%d differs from the predicted N=%s (prediction inputs: %s%s); the probe '
-                          'wins: N=%d is deployed' % (rules._label(host), block, prediction.get('block_size'), shown,
-                                                      ', ' + extra if extra else '', block))
+        shown = ['architecture=%s' % prediction.get('architecture', '?')]
+        shown += ['%s=%s' % (k, rules.fmt_value(n_inputs[k])) for k in
+                  ('tensor_parallel_size', 'dtype', 'kv_cache_dtype', 'mamba_ssm_cache_dtype', 'mamba_cache_dtype',
+                   'block_size', 'num_speculative_tokens', 'platform', 'vllm_version')]
+        shown.append('config=%s' % n_inputs['config'])
+        shown += ['%s=%s' % (k, prediction[k]) for k in ('model_dtype', 'conv_dtype', 'ssm_dtype', 'gpu_architecture')
+                  if k in prediction]
+        p.warnings.append('host %s: the probed N=%d differs from the predicted N=%s (prediction inputs: %s); the probe '
+                          'wins: N=%d is deployed' % (rules._label(host), block, prediction.get('block_size'),
+                                                      ', '.join(shown), block))
 
     result = {
         'host': host,
@@ -874,7 +878,7 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
         'n_inputs': n_inputs,
         'derived': {
             'block_size': block,
-            'n_kind': n_kind,
+            'n_source': source or 'unknown',
             'hybrid': hybrid,
             'hybrid_source': hybrid_source,
             'chunk_size': chunk,
@@ -928,7 +932,7 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     ]
     result['summary'] = {
         'host': host, 'model': model or '?', 'device': device, 'tp': tp, 'gpus': ','.join(str(g) for g in gpus or []),
-        'n': block, 'n_source': n_kind or 'unknown', 'expected': expected, 'hybrid': hybrid,
+        'n': block, 'n_source': source or 'unknown', 'expected': expected, 'hybrid': hybrid,
         'chunk_size': chunk, 'max_num_batched_tokens': max_tokens,
         'dtype': n_inputs['dtype'], 'kv_cache_dtype': n_inputs['kv_cache_dtype'],
         'ssm_dtype': n_inputs['mamba_ssm_cache_dtype'],
@@ -937,6 +941,16 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
         'connector': bool(connector), 'warnings': p.warnings,
     }
     return result
+
+
+def config_source(cfg, model):
+    """Where the prediction reads the model's configuration (for the reports)."""
+    given = cfg.get('vllm_server_model_config')
+    if isinstance(given, dict):
+        return 'vllm_server_model_config (given inline)'
+    revision = cfg.get('vllm_server_model_revision')
+    where = given if given not in (None, '') else model
+    return '%s%s' % (where, ' (revision %s)' % revision if revision not in (None, '', 'main') else '')
 
 
 def locals_for_vllm(**values):

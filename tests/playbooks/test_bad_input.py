@@ -133,3 +133,12 @@ def test_example_inventory_passes_validation(runner):
         assert marker not in out, out
     for host in ('gpu-01', 'gpu-02', 'gpu-03'):
         assert 'ok: [%s]' % host in out, out
+
+
+def test_example_inventory_without_its_api_key_is_refused(runner):
+    inventory = os.path.join(REPO_ROOT, 'inventories', 'example')
+    rc, out = runner.run('validate.yml', inventory, env={'FLEET_VLLM_API_KEY': None})
+    assert_rejected_before_contact(rc, out)
+    for host in ('gpu-01', 'gpu-02', 'gpu-03'):
+        assert ('host %s: vllm_server_host=0.0.0.0 exposes vLLM beyond loopback without an API key; set vllm_server_api_key'
+                % host) in out, out
