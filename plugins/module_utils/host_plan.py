@@ -267,12 +267,10 @@ def _walk_strings(value, path):
     elif isinstance(value, dict):
         for key, item in value.items():
             yield '%s.%s' % (path, key), str(key)
-            for found in _walk_strings(item, '%s.%s' % (path, key)):
-                yield found
+            yield from _walk_strings(item, '%s.%s' % (path, key))
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            for found in _walk_strings(item, '%s[%d]' % (path, index)):
-                yield found
+            yield from _walk_strings(item, '%s[%d]' % (path, index))
 
 
 def _describe_control(text):
