@@ -11,26 +11,7 @@ import pytest
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError
 
-HOST = 'gpu-03'
-GOOD = {'vllm_server_model': 'Qwen/Qwen3.6-27B'}
-
-
-def settings(**overrides):
-    merged = dict(GOOD)
-    merged.update(overrides)
-    return merged
-
-
-def only(errors, variable):
-    """The messages that name ``variable=``."""
-    return [error for error in errors if '%s=' % variable in error]
-
-
-def assert_message(message, *parts):
-    assert message.startswith('host %s: ' % HOST), message
-    assert '; ' in message, message
-    for part in parts:
-        assert part in message, (part, message)
+from rule_messages import GOOD, HOST, assert_message, only, settings  # noqa: F401
 
 
 # ----------------------------------------------------------------- message format and errors
