@@ -467,6 +467,15 @@ def _type_checks(p, specs):
                     'use true or false' if kind == 'bool' else 'use %s' % _TYPE_WORDS.get(kind, kind))
 
 
+def kind_name(value):
+    """The YAML word for a value's type (Ansible may hand over subclasses of the builtin types)."""
+    for kind, word in ((bool, 'boolean'), (int, 'number'), (float, 'number'), (str, 'string'), (dict, 'mapping'),
+                       ((list, tuple), 'list')):
+        if isinstance(value, kind):
+            return word
+    return type(value).__name__
+
+
 def _secrets(p):
     out = {}
     for name in SECRET_VARIABLES:
@@ -474,7 +483,7 @@ def _secrets(p):
         if value is None:
             value = ''
         if not isinstance(value, str):
-            p.secret_error(name, 'is a %s, not a string' % type(value).__name__,
+            p.secret_error(name, 'is a %s, not a string' % kind_name(value),
                            'quote it in the inventory (for example %s: "{{ vault_value }}")' % name)
             value = ''
         out[name] = value
@@ -503,7 +512,7 @@ def _env_mapping(p, name, managed, role_label):
             p.error(name, value, 'sets %s, which the %s unit sets itself' % (key, role_label), 'use %s' % managed[key])
             continue
         if isinstance(item, (dict, list, tuple)) or item is None:
-            p.error(name, value, 'gives %s a %s' % (key, 'null' if item is None else type(item).__name__),
+            p.error(name, value, 'gives %s a %s' % (key, 'null' if item is None else kind_name(item)),
                     'use a string or a number')
             continue
         out[key] = fmt_env_value(item)

@@ -123,12 +123,12 @@ REFUSED = [
     ('token-pattern-in-lmcache-env', {'lmcache_server_env': {'X': 'hf_' + 'y' * 30}},
      'host gpu-07: lmcache_server_env.X holds what looks like a Hugging Face token (value hidden)...'),
     ('numeric-api-key', {'vllm_server_api_key': 12345},
-     'host gpu-07: vllm_server_api_key (value hidden) is a int, not a string; quote it in the inventory (for example '
+     'host gpu-07: vllm_server_api_key (value hidden) is a number, not a string; quote it in the inventory (for example '
      'vllm_server_api_key: "{{ vault_value }}")'),
     ('list-api-key', {'vllm_server_api_key': ['k1']},
      'host gpu-07: vllm_server_api_key (value hidden) is a list, not a string...'),
     ('numeric-hf-token', {'vllm_server_hf_token': 7},
-     'host gpu-07: vllm_server_hf_token (value hidden) is a int, not a string...'),
+     'host gpu-07: vllm_server_hf_token (value hidden) is a number, not a string...'),
     # environment the units set themselves
     ('env-cuda-visible', {'vllm_server_env': {'CUDA_VISIBLE_DEVICES': '3'}},
      'host gpu-07: vllm_server_env={"CUDA_VISIBLE_DEVICES": "3"} sets CUDA_VISIBLE_DEVICES, which the vLLM unit sets itself; '
@@ -139,7 +139,7 @@ REFUSED = [
      'host gpu-07: vllm_server_env={"1X": "a"} has "1X", which is not an environment variable name; use names of letters, '
      'digits and _ that do not start with a digit'),
     ('env-nested-value', {'vllm_server_env': {'X': {'a': 1}}},
-     'host gpu-07: vllm_server_env={"X": {"a": 1}} gives X a dict; use a string or a number'),
+     'host gpu-07: vllm_server_env={"X": {"a": 1}} gives X a mapping; use a string or a number'),
     ('env-not-mapping', {'lmcache_server_env': ['A=1']},
      'host gpu-07: lmcache_server_env=["A=1"] is not a mapping; use a mapping'),
     # GPU ids
