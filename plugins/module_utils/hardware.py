@@ -39,7 +39,8 @@ API (everything but the ``read_*`` / ``*_inventory`` / ``compute_apps`` helpers 
 
 ``cuda_architecture(compute_cap)``
     ``'9.0'`` -> ``'sm90'``. ``ARCHITECTURE_ALIASES`` maps the family names (``hopper``, ``ampere``,
-    ...) to the same ``smXY`` form; :func:`normalize_architecture` accepts either.
+    ...) to the same ``smXY`` form; :func:`normalize_architecture` accepts either, and
+    :func:`architecture_from_gpu_name` maps GPU names (``NVIDIA H200`` -> ``sm90``).
 
 ``parse_cpuinfo(text, machine=None)`` / ``read_cpuinfo(path='/proc/cpuinfo')``
     ``{'machine', 'model', 'vendor', 'isa'}``: the CPU model name and the ISA flags that vLLM's CPU
@@ -84,6 +85,19 @@ ARCHITECTURE_ALIASES = {
     "volta": "sm70", "turing": "sm75", "ampere": "sm80", "ada": "sm89", "lovelace": "sm89",
     "hopper": "sm90", "blackwell": "sm100",
 }
+
+# NVIDIA GPU names (as nvidia-smi prints them, or short) -> architecture; first match wins.
+GPU_NAME_ARCHITECTURES = (
+    (r"\bGH200\b|\bH(100|200|800|20)\b", "sm90"),
+    (r"\bGB?300\b|\bB300\b", "sm103"),
+    (r"\bGB200\b|\bB(100|200)\b", "sm100"),
+    (r"\bRTX (PRO )?(50\d0|6000 Blackwell)|\bRTX PRO 6000\b", "sm120"),
+    (r"\bL(4|40|40S|20)\b|\bRTX (40\d0|6000 Ada)\b", "sm89"),
+    (r"\bA100\b|\bA800\b|\bA30\b", "sm80"),
+    (r"\bA(10|10G|40|16|2)\b|\bRTX (30\d0|A\d+)\b", "sm86"),
+    (r"\bT4\b|\bRTX 20\d0\b", "sm75"),
+    (r"\bV100\b", "sm70"),
+)
 
 NA_VALUES = ("", "[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]")
 
@@ -253,6 +267,15 @@ def normalize_architecture(value):
         return cuda_architecture(text)
     raise ValueError("architecture %r is not known; use cpu, smXY (e.g. sm90), a compute capability "
                      "(e.g. 9.0) or one of %s" % (value, ", ".join(sorted(ARCHITECTURE_ALIASES))))
+
+
+def architecture_from_gpu_name(name):
+    """'NVIDIA H200' / 'h100' / 'A100-SXM4-80GB' -> 'sm90' / 'sm90' / 'sm80'; None when unknown."""
+    text = str(name or "").upper().replace("-", " ")
+    for pattern, arch in GPU_NAME_ARCHITECTURES:
+        if re.search(pattern, text):
+            return arch
+    return None
 
 
 def cuda_architecture(compute_cap):
