@@ -47,9 +47,10 @@ API (everything but the ``read_*`` / ``*_inventory`` / ``compute_apps`` helpers 
     backend branches on (:data:`CPU_ISA_FLAGS`), sorted.
 
 ``hardware_identity(platform, gpus=None, cpu=None)``
-    The canonical dict that enters the fingerprint: for ``cuda`` the (visible) GPUs' name,
-    compute capability, memory size and the driver version (not uuids or used memory: the same
-    kind of GPU in another slot gives the same N); for ``cpu`` the CPU model and ISA flags.
+    The canonical dict that enters the fingerprint: for ``cuda`` the GPUs the service uses (index,
+    uuid, name, compute capability and architecture, memory size; not the used memory) and the
+    driver version, so that a swapped GPU or a disk image cloned to another machine misses the
+    cache; for ``cpu`` the machine, the CPU model and ISA flags.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -325,8 +326,10 @@ def read_cpuinfo(path="/proc/cpuinfo", machine=None):
 
 
 def gpu_summary(gpu):
-    """The N-relevant part of one GPU dict."""
+    """The part of one GPU dict that identifies it for the fingerprint (not its used memory)."""
     return {
+        "index": gpu.get("index"),
+        "uuid": gpu.get("uuid"),
         "name": gpu.get("name"),
         "compute_cap": gpu.get("compute_cap"),
         "architecture": cuda_architecture(gpu.get("compute_cap")),

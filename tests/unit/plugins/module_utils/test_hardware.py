@@ -197,13 +197,17 @@ def test_read_cpuinfo_missing_file():
     assert hardware.read_cpuinfo("/nonexistent", "x86_64")["isa"] == []
 
 
-def test_hardware_identity_cuda_ignores_uuid_and_used_memory():
+def test_hardware_identity_cuda_names_the_gpus_not_their_used_memory():
     gpus = parse_gpu_inventory(text("nvidia-smi", "synthetic-h200x2-query-gpu.txt"))
     a = hardware_identity("cuda", gpus[:1])
-    b = hardware_identity("cuda", gpus[1:])
-    assert a == b == {"kind": "cuda", "driver_version": "580.159.04", "gpus": [
-        {"name": "NVIDIA H200", "compute_cap": "9.0", "architecture": "sm90", "memory_total_mib": 143771}]}
+    assert a == {"kind": "cuda", "driver_version": "580.159.04", "gpus": [
+        {"index": 0, "uuid": "GPU-6a1f0c2e-93d4-4b1e-8f0a-2f4c1d9e7a01", "name": "NVIDIA H200",
+         "compute_cap": "9.0", "architecture": "sm90", "memory_total_mib": 143771}]}
+    busy = [dict(gpus[0], memory_used_mib=100000)]
+    assert hardware_identity("cuda", busy) == a
+    assert hardware_identity("cuda", gpus[1:]) != a  # another GPU (a swap) is other hardware
     assert hardware_identity("cuda", gpus) != a
+    assert hardware_identity("cuda", [dict(gpus[0], driver_version="550.54.15")]) != a
 
 
 def test_hardware_identity_cpu():

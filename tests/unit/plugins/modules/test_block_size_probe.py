@@ -261,15 +261,17 @@ def test_cache_roundtrip_and_keep(tmp_path):
     cache = {}
     for i in range(5):
         cache = store_cache(path, cache, "fp%d" % i,
-                            {"vllm_block_size": i, "probed_at": "2026-01-0%dT00:00:00Z" % (i + 1)}, keep=3)
+                            {"vllm_block_size": i + 1, "inputs": {"fingerprint_version": 2},
+                             "probed_at": "2026-01-0%dT00:00:00Z" % (i + 1)}, keep=3)
     assert sorted(load_cache(path)) == ["fp2", "fp3", "fp4"]
+    assert load_cache(path)["fp4"]["schema"] == probe_runner.CACHE_SCHEMA
     assert oct(os.stat(path).st_mode & 0o777) == "0o644"
     assert not [n for n in os.listdir(os.path.dirname(path)) if n.startswith(".vllm_block_size.")]
     with open(path, "w") as f:
         f.write("not json")
     assert load_cache(path) == {}
     with open(path, "w") as f:
-        json.dump({"x": {"no": "n"}, "y": {"vllm_block_size": 1}}, f)
+        json.dump({"x": {"no": "n"}, "y": dict(cache["fp4"])}, f)
     assert list(load_cache(path)) == ["y"]
 
 
