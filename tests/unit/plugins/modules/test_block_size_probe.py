@@ -42,6 +42,9 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner im
 )
 
 LOGS = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "logs")
+SMI = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "nvidia-smi")
+# TEST DOUBLE of nvidia-smi (see its README): prints the files named by FAKE_NVIDIA_SMI_*
+FAKE_NVIDIA_SMI = os.path.abspath(os.path.join(SMI, "fake-nvidia-smi"))
 MODELS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "models")
 SHARED_CONFIG = "/work/shared/models/Qwen3.5-0.8B/config.json"
 
@@ -357,6 +360,8 @@ def multi_gpu_vllm_double(tmp_path, monkeypatch):
         kw["msg"] = msg
         raise FailJson(kw)
 
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", os.path.join(SMI, "synthetic-h200x2-query-gpu.txt"))
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_APPS", os.path.join(SMI, "synthetic-compute-apps-none.txt"))
     monkeypatch.setattr(basic.AnsibleModule, "exit_json", _exit_json)
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail_json)
 
@@ -373,7 +378,8 @@ def multi_gpu_vllm_double(tmp_path, monkeypatch):
 
         def run(self, **kw):
             args = {"model": str(model), "vllm_executable": str(vllm), "cache_path": self.cache,
-                    "timeout": 30,
+                    "timeout": 30, "launcher": "serve", "nvidia_smi": FAKE_NVIDIA_SMI,
+                    "release_timeout": 5,
                     "env": {"MULTI_GPU_VLLM_DOUBLE_SCENARIO": str(tmp_path / "scenario.json")}}
             args.update(kw)
             if os.path.exists(self.argv_out):
