@@ -456,7 +456,14 @@ padding_pct:
   type: float
   sample: 2.64
 cmd:
-  description: The argv of the vLLM launch (of the run that filled the cache).
+  description:
+    - The C(vllm serve) argv of the probe (of the run that filled the cache). With the engine launcher
+      (RV(launcher=engine)) this is the command line the launcher was given; RV(launch_cmd) is what ran.
+  returned: when vLLM ran or from cache
+  type: list
+  elements: str
+launch_cmd:
+  description: The argv that was executed (the engine launcher's source shown as a placeholder).
   returned: when vLLM ran or from cache
   type: list
   elements: str
@@ -617,7 +624,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner im
 CACHED_KEYS = ("vllm_block_size", "outcome", "reason", "vllm_version", "platform", "fingerprint",
                "service_fingerprint", "inputs", "log_line", "reports", "padding_pct", "cmd",
                "probe_mode", "shrink_reason", "probed_at", "probe_elapsed_s", "journal", "launcher",
-               "hardware", "user")
+               "launch_cmd", "line_elapsed_s", "hardware", "user")
 LAUNCHERS = {"auto": ("engine", "serve"), "engine": ("engine",), "serve": ("serve",)}
 
 
@@ -782,9 +789,17 @@ def retry_full_model(probe_mode, outcome, log_text=""):
 
 
 def fall_back_to_serve(launcher, outcome):
-    """After a failed engine launch the plain ``vllm serve`` is tried (not when the ranks
-    disagreed: that is vLLM's answer, not the launcher's)."""
-    return launcher == "engine" and outcome != "ranks_disagree"
+    """After a failed engine launch the plain ``vllm serve`` is tried; not when the ranks
+    disagreed (that is vLLM's answer, not the launcher's) and not after a timeout (``vllm serve``
+    starts more slowly still: it would only double the wait)."""
+    return launcher == "engine" and outcome not in ("ranks_disagree", "timeout")
+
+
+def shown_argv(argv):
+    """argv for results and logs: the engine launcher's source replaced by a placeholder."""
+    if len(argv) > 2 and argv[1] == "-c":
+        return [argv[0], "-c", "<block_size_probe engine launcher>"] + list(argv[3:])
+    return list(argv)
 
 
 def cached_result(base, hit, **extra):
@@ -1116,8 +1131,11 @@ def decide(module, p, base, cache, fingerprint, elapsed, exit_with_n, fail, ctx)
             raise last
         raise ProbeFailed("no launcher could run: %s" % "; ".join(fallbacks), outcome="error")
 
-    def cmd_of():
-        return state["serve_argv"] if state["launcher"] == "engine" else state["argv"]
+    def cmds():
+        out = {"cmd": state.get("serve_argv") or state["argv"], "launcher": state["launcher"]}
+        if state["argv"] is not None:
+            out["launch_cmd"] = shown_argv(state["argv"])
+        return out
 
     try:
         try:
@@ -1139,7 +1157,7 @@ def decide(module, p, base, cache, fingerprint, elapsed, exit_with_n, fail, ctx)
             out = launch(None)
     except ProbeFailed as e:
         kw = dict(e.result)
-        kw.update(cmd=state["argv"], launcher=state["launcher"])
+        kw.update(cmds())
         if fallbacks:
             kw["launcher_fallback"] = fallbacks
         if p["log_path"]:
@@ -1147,13 +1165,14 @@ def decide(module, p, base, cache, fingerprint, elapsed, exit_with_n, fail, ctx)
         fail(e.msg, **kw)
     except ProbeInterrupted as e:
         fail("probe interrupted by signal %d; vLLM's process group was killed" % e.signum,
-             outcome="error", cmd=state["argv"])
+             outcome="error", **cmds())
     except Exception as e:  # keep the message; the finally blocks already killed vLLM
-        fail("probe error: %s" % e, outcome="error", cmd=state["argv"], exception=traceback.format_exc())
+        fail("probe error: %s" % e, outcome="error", exception=traceback.format_exc(), **cmds())
 
     entry = dict(base)
     entry.update(out)
-    entry.update(cmd=cmd_of(), launcher=state["launcher"], probed_at=utcnow(), fingerprint=fingerprint)
+    entry.update(cmds())
+    entry.update(probed_at=utcnow(), fingerprint=fingerprint)
     if fallbacks:
         entry["launcher_fallback"] = fallbacks
     changed = store(entry)
