@@ -118,6 +118,7 @@ def test_gpu_inventory_missing_executable():
 
 
 def test_fake_nvidia_smi_executable(monkeypatch):
+    monkeypatch.delenv("FAKE_NVIDIA_SMI_HOLD_PIDS_FILE", raising=False)
     monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", os.path.join(SMI, "synthetic-h200x2-query-gpu.txt"))
     monkeypatch.setenv("FAKE_NVIDIA_SMI_APPS", os.path.join(SMI, "synthetic-compute-apps.txt"))
     run = subprocess_runner()

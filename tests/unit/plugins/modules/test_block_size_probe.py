@@ -300,6 +300,9 @@ tp = int(sys.argv[sys.argv.index("--tensor-parallel-size") + 1]) if "--tensor-pa
 ranks = [subprocess.Popen([sys.executable, "-c",
     "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True: time.sleep(1)",
     "multi-gpu-vllm-double-Worker_TP%d" % r, scenario["marker"]]) for r in range(tp)]
+if scenario.get("pids_out"):
+    with open(scenario["pids_out"], "w") as f:
+        f.write(" ".join(str(p) for p in [os.getpid()] + [r.pid for r in ranks]))
 for delay, line in scenario["lines"]:
     time.sleep(delay)
     sys.stdout.write(line + "\n")
@@ -370,11 +373,14 @@ def multi_gpu_vllm_double(tmp_path, monkeypatch):
         argv_out = str(tmp_path / "argv.json")
         cache = str(tmp_path / "facts.d" / "vllm_block_size.fact")
 
+        pids_out = str(tmp_path / "double.pids")
+
         def replay(self, lines, delay=0.0):
             """lines: log lines, or [delay, line] pairs."""
             pairs = [ln if isinstance(ln, list) else [delay, ln] for ln in lines]
             (tmp_path / "scenario.json").write_text(json.dumps(
-                {"argv_out": self.argv_out, "marker": self.marker, "lines": pairs}))
+                {"argv_out": self.argv_out, "marker": self.marker, "lines": pairs,
+                 "pids_out": self.pids_out}))
 
         def run(self, **kw):
             args = {"model": str(model), "vllm_executable": str(vllm), "cache_path": self.cache,
