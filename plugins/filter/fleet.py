@@ -78,6 +78,8 @@ def predicted_block_size(config, **options):
     details = fleet_rules.as_bool(options.pop('details', False)) is True
     if 'device' in options and 'platform' not in options:
         options['platform'] = options.pop('device')
+    if 'gpu_architecture' in options and 'architecture' not in options:
+        options['architecture'] = options.pop('gpu_architecture')
     try:
         if details:
             return explain_block_size(config, **options)
