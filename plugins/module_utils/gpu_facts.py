@@ -66,7 +66,7 @@ def parse_query_csv(text, fields=QUERY_FIELDS):
     for line in (text or '').splitlines():
         if not line.strip():
             continue
-        cells = [c for c in line.split(',')]
+        cells = line.split(',')
         if len(cells) != len(fields):
             continue
         gpu = dict((_KEYS[f], _cell(c, _KEYS[f])) for f, c in zip(fields, cells))

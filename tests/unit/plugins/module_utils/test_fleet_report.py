@@ -123,5 +123,5 @@ def test_filters():
         day2.prometheus_samples('bad line here\n', strict=True)
     with pytest.raises(AnsibleFilterError):
         day2.prometheus_samples(42)
-    assert sorted(day2.FilterModule().filters()) == ['fleet_file_sd', 'fleet_status_lines', 'fleet_status_rows',
-                                                      'prometheus_samples']
+    names = ['fleet_file_sd', 'fleet_status_lines', 'fleet_status_rows', 'prometheus_samples']
+    assert sorted(day2.FilterModule().filters()) == names

@@ -12,7 +12,6 @@ from __future__ import annotations
 import glob
 import os
 import subprocess
-import sys
 
 import pytest
 
@@ -35,7 +34,7 @@ def runner(fixture_set):
 
     def run(argv):
         calls.append(list(argv))
-        proc = subprocess.run([sys.executable] + list(argv), env=env, stdout=subprocess.PIPE,
+        proc = subprocess.run(list(argv), env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, universal_newlines=True, check=False)
         return proc.returncode, proc.stdout, proc.stderr
     run.calls = calls

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -78,9 +79,7 @@ class Host:
             wanted = argv[3:]
             return 0, json.dumps(dict((n, self.versions[argv[0]].get(n)) for n in wanted)), ''
         if argv[0].endswith('nvidia-smi-double'):
-            import subprocess
-            import sys
-            proc = subprocess.run([sys.executable] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   universal_newlines=True, check=False,
                                   env=dict(os.environ, FLEET_FAKE_NVIDIA_SMI='h200x2'))
             return proc.returncode, proc.stdout, proc.stderr
