@@ -1151,9 +1151,10 @@ def _vllm_service(cfg, derived, v):
         env_file['HF_TOKEN'] = v['secrets']['vllm_server_hf_token']
     for key, value in sorted(v['env'].items()):
         env_file[key] = value
-    # The probe runs with the service's environment, secrets left out (the role passes the token apart).
+    # The probe runs as the service's user with the service's environment, secrets left out (the role
+    # passes them apart, with no_log).
     probe_env = dict((k, val) for k, val in environment.items()
-                     if k not in ('VLLM_ENGINE_READY_TIMEOUT_S', 'LMCACHE_TRACK_USAGE', 'HOME', 'VLLM_CACHE_ROOT'))
+                     if k not in ('VLLM_ENGINE_READY_TIMEOUT_S', 'LMCACHE_TRACK_USAGE'))
     probe_env.update(v['env'])
     service['probe_env'] = probe_env
     service = _finish(service, argv, environment, env_file, secret_names=('VLLM_API_KEY', 'HF_TOKEN'))
