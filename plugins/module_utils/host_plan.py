@@ -1060,6 +1060,10 @@ def _lmcache_service(cfg, derived, extra, user_env, gpus, l1, log_level, track):
         'description': 'LMCache server (chunk size %s)' % derived.get('chunk_size'),
         'exec_stop_post': EXEC_STOP_POST,
         'device': cfg.get('lmcache_server_device'),
+        'host': cfg.get('lmcache_server_host'),
+        'port': as_int(cfg.get('lmcache_server_port')),
+        'http_host': cfg.get('lmcache_server_http_host'),
+        'http_port': as_int(cfg.get('lmcache_server_http_port')),
     })
     argv = [service['bin'], 'server',
             '--host', cfg.get('lmcache_server_host'), '--port', cfg.get('lmcache_server_port'),
@@ -1109,6 +1113,10 @@ def _vllm_service(cfg, derived, v):
         'exec_stop_post': EXEC_STOP_POST if connector else None,
         'package': cfg.get('vllm_server_package'),
         'device': v['device'],
+        'host': cfg.get('vllm_server_host'),
+        'port': as_int(cfg.get('vllm_server_port')),
+        'model': model,
+        'served_model_name': v['served'] or model,
     })
     argv = [service['bin'], 'serve', model,
             '--host', cfg.get('vllm_server_host'), '--port', cfg.get('vllm_server_port'),
