@@ -216,18 +216,18 @@ class GpuSampler(threading.Thread):
         super().__init__(daemon=True)
         self.interval = interval
         self.samples = []
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self):
         t0 = time.monotonic()
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             used = gpu_memory_used_mib()
             if used:
                 self.samples.append((round(time.monotonic() - t0, 2), used[0]))
-            self._stop.wait(self.interval)
+            self._halt.wait(self.interval)
 
     def stop(self):
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=30)
         return self
 
