@@ -201,6 +201,19 @@ def wait_store(lmc_metrics_url, before, settle=3.0, timeout=30.0):
     return last
 
 
+def ancestors(pid):
+    """pid and every parent above it (the harness and whatever started it are not leftovers)."""
+    out = set()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        try:
+            with open("/proc/%d/stat" % pid) as fh:
+                pid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return out
+
+
 def run(args):
     res = {"model_dir": args.model_dir, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "checks": {}, "timings_s": {}}
@@ -337,8 +350,9 @@ def run(args):
         res["leftover_pids"] = left
         stray = []
         venvs = {os.path.dirname(os.path.dirname(lmc["argv"][0])), os.path.dirname(os.path.dirname(vll["argv"][0]))}
+        mine = ancestors(os.getpid())
         for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) != os.getpid():
+            if entry.isdigit() and int(entry) not in mine:
                 try:
                     with open("/proc/%s/cmdline" % entry, "rb") as fh:
                         cl = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
