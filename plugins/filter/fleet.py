@@ -73,6 +73,17 @@ def host_plan_public(plan):
     return host_plan.public_view(plan)
 
 
+def venvs_to_remove(found):
+    """The per-version virtualenvs to remove, from one result of ansible.builtin.find over a venvs folder
+    (its ``item`` holds ``current``, ``keep`` and ``prefix``)."""
+    if not isinstance(found, dict) or not isinstance(found.get('item'), dict):
+        raise AnsibleFilterError('venvs_to_remove expects one result of a find loop over {venvs_dir, prefix, current, keep}')
+    item = found['item']
+    dirs = [(entry.get('path'), float(entry.get('mtime') or 0)) for entry in found.get('files') or []]
+    return host_plan.venvs_to_remove(dirs, item.get('current'), fleet_rules.as_int(item.get('keep')) or 2,
+                                     item.get('prefix') or '')
+
+
 def predicted_block_size(config, **options):
     """N predicted from a parsed config.json (int); ``details=true`` returns the explanation dict."""
     details = fleet_rules.as_bool(options.pop('details', False)) is True
@@ -97,5 +108,6 @@ class FilterModule:
             'vllm_max_num_batched_tokens': vllm_max_num_batched_tokens,
             'lmcache_kv_transfer_config': lmcache_kv_transfer_config,
             'host_plan_public': host_plan_public,
+            'venvs_to_remove': venvs_to_remove,
             'predicted_block_size': predicted_block_size,
         }

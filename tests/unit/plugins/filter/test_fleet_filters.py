@@ -21,7 +21,7 @@ FILTER_DIR = os.path.join(REPO_ROOT, 'plugins', 'filter')
 FIXTURES = os.path.join(UNIT_DIR, 'fixtures', 'models')
 
 FILTERS = FilterModule().filters()
-NAMES = ['lmcache_chunk_size', 'vllm_max_num_batched_tokens', 'lmcache_kv_transfer_config',
+NAMES = ['lmcache_chunk_size', 'vllm_max_num_batched_tokens', 'lmcache_kv_transfer_config', 'venvs_to_remove',
          'host_plan_public', 'predicted_block_size']
 GOOD = {'vllm_server_model': 'Qwen/Qwen3.6-27B'}
 

