@@ -315,3 +315,42 @@ def test_remove_names_an_account_it_does_not_own(runner, tmp_path):
     assert code == 0, output[-6000:]
     assert 'host localhost: user root is left in place' in output
     assert stat.S_ISDIR(os.stat('/root').st_mode)
+
+
+# ---------------------------------------------------------------------------
+# gpus.yml (nvidia-smi is tests/doubles/nvidia-smi-double, a TEST DOUBLE printing saved H200 output)
+# ---------------------------------------------------------------------------
+
+DOUBLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'doubles', 'nvidia-smi-double')
+
+
+def gpu_host(**host_vars):
+    merged = {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable,
+              'fleet_nvidia_smi': DOUBLE, 'vllm_server_model': 'Qwen/Qwen3.6-27B'}
+    merged.update(host_vars)
+    return merged
+
+
+def test_gpus_of_a_fitting_request(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv('FLEET_FAKE_NVIDIA_SMI', 'h200')
+    inventory = write_inventory(tmp_path, {'localhost': gpu_host(vllm_server_gpus=[0])})
+    code, output = runner.run('gpus.yml', inventory, '-e', 'fleet_gpus_required_cuda=13.0')
+    assert code == 0, output[-4000:]
+    assert '"localhost: 1 NVIDIA GPU(s), driver 580.159.04, CUDA 13.0"' in output
+    assert '"  0 NVIDIA H200 GPU-16e372bb-2e51-16e4-aee1-58f355b079c4 143771 MiB, 0 MiB used, compute 9.0"' in output
+
+
+def test_gpus_problems_of_the_whole_fleet_at_once(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv('FLEET_FAKE_NVIDIA_SMI', 'h200x2')
+    hosts = {'localhost': gpu_host(vllm_server_tensor_parallel_size=2, vllm_server_gpus=[0, 3])}
+    code, output = runner.run('gpus.yml', write_inventory(tmp_path, hosts))
+    assert code != 0
+    assert '1 GPU problem(s), nothing was changed: host localhost: vllm_server_gpus names GPU 3' in output
+    monkeypatch.setenv('FLEET_FAKE_NVIDIA_SMI', 'no-driver')
+    code, output = runner.run('gpus.yml', write_inventory(tmp_path, {'localhost': gpu_host()}))
+    assert code != 0
+    assert 'host localhost: vllm_server_device=cuda but no working NVIDIA driver' in output
+    # a CPU host without a driver is fine
+    code, output = runner.run('gpus.yml', write_inventory(tmp_path, {'localhost': gpu_host(vllm_server_device='cpu')}))
+    assert code == 0, output[-4000:]
+    assert 'localhost: no working NVIDIA driver: no NVIDIA driver answers on the host' in output
