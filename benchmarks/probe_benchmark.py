@@ -11,9 +11,12 @@ Side by side in one run on this machine (one vLLM at a time):
   plain   the seeds' way: ``vllm serve MODEL --mamba-cache-mode align --enable-prefix-caching
           --max-model-len 8192 --gpu-memory-utilization 0.5 --load-format dummy``, log grepped
           until the line, then the process group is killed
-  full    the block_size_probe module (shrink=never, force=true), through ``ansible-playbook``
-  shrunk  the block_size_probe module (shrink=auto, force=true): 4 layers, vocabulary 4096 and
-          MLP 512 via --hf-overrides
+  full    the block_size_probe module (shrink=never, force=true, launcher=engine: vLLM's engine
+          built in one process from the same command line), through ``ansible-playbook``
+  shrunk  the block_size_probe module (shrink=auto, force=true, launcher=engine): 4 layers,
+          vocabulary 4096 and MLP 512 via --hf-overrides
+  serve-full / serve-shrunk   the same with launcher=serve (a plain ``vllm serve`` of the probe's
+          command line: API server, EngineCore and Worker processes)
   cache   the module again: answered from the cache
 
 for the Qwen3.5-0.8B configuration (every case) and the Qwen3.6-27B configuration (plain,
@@ -62,7 +65,16 @@ MODELS = {
     "0.8b": ("Qwen3.5-0.8B", os.path.join(REPO, "tests", "fixtures", "models", "qwen3.5-0.8b")),
     "27b": ("Qwen3.6-27B", os.path.join(REPO, "tests", "fixtures", "models", "qwen3.6-27b")),
 }
-DEFAULT_CASES = {"0.8b": ["plain", "full", "shrunk", "cache"], "27b": ["plain", "shrunk", "cache"]}
+DEFAULT_CASES = {"0.8b": ["plain", "serve-full", "full", "serve-shrunk", "shrunk", "cache"],
+                 "27b": ["serve-shrunk", "shrunk", "cache"]}
+# case -> block_size_probe arguments
+MODULE_CASES = {
+    "full": {"shrink": "never", "force": True, "launcher": "engine"},
+    "shrunk": {"shrink": "auto", "force": True, "launcher": "engine"},
+    "serve-full": {"shrink": "never", "force": True, "launcher": "serve"},
+    "serve-shrunk": {"shrink": "auto", "force": True, "launcher": "serve"},
+    "cache": {"shrink": "auto"},
+}
 SET_BLOCK_RE = re.compile(r"Setting attention block size to (\d+) tokens")
 MIB = 2 ** 20
 # the memory watchdog also fires when the whole machine runs this low (other work runs too)
@@ -267,7 +279,10 @@ def case_module(name, venv, model, work, log_dir, label, timeout, rss_limit, **a
         what = "killed by the memory watchdog (%s) after %.0f s" % (sampler.kill_reason, sampler.killed_at)
     else:
         what = "failed: %s" % (res.get("msg") or "")[:300]
+    if ok and res.get("launcher"):
+        what += " via %s" % res["launcher"]
     return {"case": name, "n": res.get("vllm_block_size"), "wall_s": round(wall, 2),
+            "launcher": res.get("launcher"), "launcher_fallback": res.get("launcher_fallback"),
             "module_s": res.get("elapsed_s"), "line_s": res.get("line_elapsed_s"),
             "peak_rss_mib": sampler.peak // MIB, "peak_procs": sampler.peak_procs, "ok": ok,
             "what": what, "source": res.get("source"), "probe_mode": res.get("probe_mode"),
@@ -286,13 +301,25 @@ def markdown(rows):
     return "\n".join(lines)
 
 
-def summary(rows):
-    """Ratios the README quotes."""
-    def row(model, case):
-        for r in rows:
-            if r.get("model") == model and r["case"] == case and r.get("ok"):
-                return r
+def _median(values):
+    values = sorted(values)
+    if not values:
         return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2.0
+
+
+def summary(rows):
+    """Ratios the README quotes (medians over --repeat runs)."""
+    def row(model, case):
+        hits = [r for r in rows if r.get("model") == model and r["case"] == case and r.get("ok")]
+        if not hits:
+            return None
+        out = dict(hits[0])
+        for key in ("wall_s", "line_s", "peak_rss_mib", "module_s"):
+            vals = [r[key] for r in hits if r.get(key) is not None]
+            out[key] = _median(vals) if vals else None
+        return out
     out = {}
     imp = row("-", "import")
     imp_serve = row("-", "import-serve")
@@ -306,6 +333,19 @@ def summary(rows):
             s["shrunk_over_plain_wall"] = round(shrunk["wall_s"] / plain["wall_s"], 2)
         if cache:
             s["cache_module_s"] = cache.get("module_s")
+        # the engine launcher against vllm serve: time from the launch to the line
+        for mode in ("full", "shrunk"):
+            eng, srv = row(model, mode), row(model, "serve-" + mode)
+            if eng and eng.get("line_s"):
+                if srv and srv.get("line_s"):
+                    s["engine_over_serve_line_%s" % mode] = round(eng["line_s"] / srv["line_s"], 2)
+                if plain and plain.get("line_s"):
+                    s["engine_%s_over_plain_line" % mode] = round(eng["line_s"] / plain["line_s"], 2)
+                s["engine_%s_line_s" % mode] = eng["line_s"]
+            if srv and srv.get("line_s"):
+                s["serve_%s_line_s" % mode] = srv["line_s"]
+        if plain and plain.get("line_s"):
+            s["plain_line_s"] = plain["line_s"]
         for name, ref in (("import", imp), ("import_serve", imp_serve)):
             if ref and shrunk and shrunk.get("line_s"):
                 s["shrunk_line_over_%s" % name] = round(shrunk["line_s"] / ref["wall_s"], 2)
@@ -332,7 +372,7 @@ def draw_plot(data, path):
         data["machine"]["node"], data["machine"]["cpus"], min(loads), max(loads)),
         fill="black", font=font)
     colors = {"import": "#999999", "import-serve": "#bbbbbb", "plain": "#d62728", "full": "#ff7f0e", "shrunk": "#2ca02c",
-              "cache": "#1f77b4"}
+              "serve-full": "#ffbb78", "serve-shrunk": "#98df8a", "cache": "#1f77b4"}
     panels = [("wall time (s)", "wall_s", label_w),
               ("peak RSS of the process tree (GiB)", "peak_rss_mib", label_w + bar_w + gap)]
     for title, key, x0 in panels:
@@ -356,8 +396,8 @@ def draw_plot(data, path):
         if r.get("n"):
             label += "  N=%s" % r["n"]
         d.text((pad, y + 2), label, fill="black", font=font)
-    d.text((pad, height - 40), "plain = seeds' vllm serve; full/shrunk/cache = block_size_probe via "
-           "ansible-playbook; bars without N did not get the line", fill="#444444", font=font)
+    d.text((pad, height - 40), "plain = seeds' vllm serve; full/shrunk = block_size_probe's engine launcher, serve-* its "
+           "vllm serve launcher, cache (ansible-playbook); bars without N did not get the line", fill="#444444", font=font)
     img.save(path)
 
 
@@ -370,6 +410,8 @@ def main():
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--rss-limit-gib", type=float, default=18.0)
     ap.add_argument("--no-import", action="store_true", help="skip the 'import vllm' measurement")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run every case this many times, interleaved (the summary takes medians)")
     ap.add_argument("--out", default=os.path.join(REPO, "benchmarks", "results"))
     ap.add_argument("--plot", nargs=2, metavar=("JSON", "PNG"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -410,22 +452,21 @@ def main():
         name, model = MODELS[key]
         cases = [c.strip() for c in args.cases.split(",")] if args.cases else DEFAULT_CASES[key]
         for case in cases:
-            load = os.getloadavg()[0]
-            if case == "plain":
-                row = case_plain(args.venv, model, log_dir, key, args.timeout, rss_limit)
-            elif case == "full":
-                row = case_module("full", args.venv, model, work, log_dir, key, args.timeout, rss_limit,
-                                  shrink="never", force=True)
-            elif case == "shrunk":
-                row = case_module("shrunk", args.venv, model, work, log_dir, key, args.timeout, rss_limit,
-                                  shrink="auto", force=True)
-            elif case == "cache":
-                row = case_module("cache", args.venv, model, work, log_dir, key, args.timeout, rss_limit,
-                                  shrink="auto")
-            else:
-                sys.exit("unknown case %s" % case)
-            row["load_before"] = load
-            record(row, name)
+            if case != "plain" and case not in MODULE_CASES:
+                sys.exit("unknown case %s (plain, %s)" % (case, ", ".join(MODULE_CASES)))
+        for rep in range(max(1, args.repeat)):
+            for case in cases:
+                if case == "cache" and rep:
+                    continue
+                load = os.getloadavg()[0]
+                if case == "plain":
+                    row = case_plain(args.venv, model, log_dir, key, args.timeout, rss_limit)
+                else:
+                    row = case_module(case, args.venv, model, work, log_dir, key, args.timeout, rss_limit,
+                                      **MODULE_CASES[case])
+                row["load_before"] = load
+                row["repeat"] = rep
+                record(row, name)
     table = markdown(rows)
     ratios = summary(rows)
     load_after = os.getloadavg()

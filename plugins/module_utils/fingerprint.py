@@ -19,7 +19,8 @@ import json
 import os
 import re
 
-FINGERPRINT_VERSION = 1
+# 2: the hardware (GPU kind and driver, or CPU model and ISA flags) is an input.
+FINGERPRINT_VERSION = 2
 
 # Options of the probe module that enter the fingerprint, in this order.
 FINGERPRINT_FIELDS = (
@@ -36,6 +37,7 @@ FINGERPRINT_FIELDS = (
     "extra_args",
     "env",
     "probe_mode",
+    "hardware",
 )
 
 # Environment variables that never change N: left out of the fingerprint.
@@ -185,8 +187,11 @@ def relevant_env(env):
 def fingerprint_inputs(model_id, vllm_version, tensor_parallel_size=1, dtype="auto",
                        kv_cache_dtype="auto", mamba_ssm_cache_dtype="auto",
                        mamba_cache_dtype="auto", block_size=None, speculative_config=None,
-                       extra_args=None, env=None, probe_mode="full", platform=None):
-    """The canonical dict that is hashed (also stored with a cache entry)."""
+                       extra_args=None, env=None, probe_mode="full", platform=None, hardware=None):
+    """The canonical dict that is hashed (also stored with a cache entry).
+
+    ``hardware`` is :func:`hardware.hardware_identity` of the host (the GPUs the service uses, or
+    the CPU model and ISA flags): N read on other hardware is not valid here."""
     return {
         "fingerprint_version": FINGERPRINT_VERSION,
         "model": model_id,
@@ -202,6 +207,7 @@ def fingerprint_inputs(model_id, vllm_version, tensor_parallel_size=1, dtype="au
         "extra_args": [str(a) for a in (extra_args or [])],
         "env": relevant_env(env),
         "probe_mode": probe_mode or "full",
+        "hardware": hardware,
     }
 
 

@@ -8,8 +8,8 @@ Every problem is reported as one sentence of the form
 ``host <h>: <variable>=<value> <problem>; <fix with a valid value>``.
 
 ``settings`` dictionaries use the role variable names (``lmcache_server_*`` and
-``vllm_server_*``).  Missing keys fall back to :data:`DEFAULTS`, which mirrors the
-role defaults.  Two extra keys are understood:
+``vllm_server_*``), fully resolved (``host_plan`` overlays the roles' defaults).
+Two extra keys are understood:
 
 ``hybrid``
     ``True`` (default) for a hybrid Mamba/GDN + attention model, ``False`` for an
@@ -22,43 +22,9 @@ role defaults.  Two extra keys are understood:
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
-
-# Role defaults (roles/lmcache_server/defaults/main.yml and roles/vllm_server/defaults/main.yml).
-DEFAULTS = {
-    'lmcache_server_host': '127.0.0.1',
-    'lmcache_server_port': 5555,
-    'lmcache_server_http_host': '127.0.0.1',
-    'lmcache_server_http_port': 8080,
-    'lmcache_server_chunk_multiple': 1,
-    'lmcache_server_chunk_size': None,
-    'lmcache_server_separate_object_groups': True,
-    'lmcache_server_l1_size_gb': 1,
-    'lmcache_server_eviction_policy': 'LRU',
-    'lmcache_server_supported_transfer_mode': 'auto',
-    'lmcache_server_max_gpu_workers': None,
-    'vllm_server_model': '',
-    'vllm_server_host': '127.0.0.1',
-    'vllm_server_port': 8000,
-    'vllm_server_tensor_parallel_size': 1,
-    'vllm_server_dtype': 'auto',
-    'vllm_server_kv_cache_dtype': 'auto',
-    'vllm_server_mamba_ssm_cache_dtype': 'auto',
-    'vllm_server_block_size': None,
-    'vllm_server_speculative_config': None,
-    'vllm_server_max_num_batched_tokens': None,
-    'vllm_server_max_num_seqs': None,
-    'vllm_server_max_model_len': None,
-    'vllm_server_enable_prefix_caching': True,
-    'vllm_server_mamba_cache_mode': 'align',
-    'vllm_server_kv_connector': True,
-    'vllm_server_lmcache_transfer_mode': None,
-    'vllm_server_lmcache_mq_timeout': None,
-    'vllm_server_device': 'cuda',
-    'vllm_server_gpus': [],
-    'hybrid': True,
-}
 
 # `lmcache server --help` (lmcache 0.5.6): --eviction-policy {LRU,ARC,IsolatedLRU,noop}; argparse choices are case-sensitive.
 EVICTION_POLICIES = ('LRU', 'ARC', 'IsolatedLRU', 'noop')
@@ -165,36 +131,6 @@ def as_bool(value):
     return value
 
 
-def effective(settings):
-    """Return DEFAULTS overlaid with ``settings``."""
-    merged = dict(DEFAULTS)
-    merged.update(settings or {})
-    return merged
-
-
-def is_hybrid(settings):
-    """Decide whether the host serves a hybrid model (see the module docstring)."""
-    settings = settings or {}
-    flag = settings.get('hybrid')
-    if flag is not None:
-        return as_bool(flag) is not False
-    probe = settings.get('vllm_block_size_probe')
-    if isinstance(probe, dict) and probe.get('outcome') == 'not_hybrid':
-        return False
-    return True
-
-
-def gpu_list(value):
-    """Normalise ``vllm_server_gpus`` (list, or comma separated string) into a list of strings."""
-    if value is None or value == '':
-        return []
-    if isinstance(value, (list, tuple)):
-        return [str(item).strip() for item in value if str(item).strip() != '']
-    if isinstance(value, int) and not isinstance(value, bool):
-        return [str(value)]
-    return [item.strip() for item in str(value).split(',') if item.strip() != '']
-
-
 def resolve_connector_transfer_mode(transfer_mode, device):
     """The mode a connector really uses: unset/``auto`` is engine_driven on CPU and lmcache_driven on CUDA."""
     if transfer_mode in (None, '', 'auto'):
@@ -202,12 +138,27 @@ def resolve_connector_transfer_mode(transfer_mode, device):
     return transfer_mode
 
 
-def connect_host(host):
-    """Address the connector dials for a server bound to ``host`` (wildcard binds are reached on loopback)."""
-    host = str(host or '127.0.0.1').strip()
-    if host in ('0.0.0.0', '::', '[::]', '*'):
-        return '127.0.0.1'
-    return host
+def is_loopback(host):
+    """True for a loopback address (127.0.0.0/8, ::1) or ``localhost``."""
+    text = str(host or '').strip().strip('[]')
+    if text == 'localhost':
+        return True
+    try:
+        return ipaddress.ip_address(text).is_loopback
+    except ValueError:
+        return False
+
+
+def url_host(host):
+    """The address a client on the same host dials for a server bound to ``host``, as written in a URL
+    (wildcard binds are reached on loopback; IPv6 in brackets)."""
+    text = str(host or '').strip()
+    if text in ('', '0.0.0.0', '*'):
+        text = '127.0.0.1'
+    elif text in ('::', '[::]'):
+        text = '::1'
+    text = text.strip('[]')
+    return '[%s]' % text if ':' in text else text
 
 
 # --------------------------------------------------------------------------- chunk size
@@ -307,8 +258,7 @@ def check_mamba_cache_mode(host, mode, prefix_caching=True):
 
 def kv_transfer_config(host, port, transfer_mode=None, mq_timeout=None):
     """vLLM ``--kv-transfer-config`` for LMCacheMPConnector talking to the server at ``host:port``."""
-    host = connect_host(host)
-    url = host if '://' in host else 'tcp://%s' % host
+    url = str(host) if '://' in str(host) else 'tcp://%s' % url_host(host)
     port_int = as_int(port)
     extra = {
         'lmcache.mp.host': url,
@@ -351,112 +301,10 @@ def check_transfer_modes(host, server_mode, connector_mode, device):
     return errors
 
 
-# --------------------------------------------------------------------------- static validation
+# --------------------------------------------------------------------------- the connector
 
-def _check_port(host, variable, value, errors):
-    port = as_int(value)
-    if port is None or not 1 <= port <= 65535:
-        errors.append(msg(host, variable, value, 'is not a TCP port', 'use an integer in 1..65535'))
-        return None
-    return port
-
-
-def _check_ports(host, cfg, errors):
-    names = ('lmcache_server_port', 'lmcache_server_http_port', 'vllm_server_port')
-    seen = {}
-    for name in names:
-        port = _check_port(host, name, cfg.get(name), errors)
-        if port is None:
-            continue
-        if port in seen:
-            errors.append(msg(host, name, cfg.get(name), 'is already used by %s on this host' % seen[port],
-                              'give the LMCache ZMQ port, the LMCache HTTP port and the vLLM port distinct values'))
-        else:
-            seen[port] = name
-
-
-def _check_lmcache_static(host, cfg, hybrid, errors):
-    policy = cfg.get('lmcache_server_eviction_policy')
-    if policy not in EVICTION_POLICIES:
-        fix = 'use one of %s' % ', '.join(EVICTION_POLICIES)
-        for known in EVICTION_POLICIES:
-            if isinstance(policy, str) and policy.lower() == known.lower():
-                fix = 'use %s (lmcache server is case-sensitive)' % known
-        errors.append(msg(host, 'lmcache_server_eviction_policy', policy, 'is not an eviction policy of lmcache server', fix))
-
-    l1_size = as_number(cfg.get('lmcache_server_l1_size_gb'))
-    if l1_size is None or l1_size <= 0:
-        errors.append(msg(host, 'lmcache_server_l1_size_gb', cfg.get('lmcache_server_l1_size_gb'),
-                          'is not a positive size in GB', 'use a number > 0, e.g. 1'))
-
-    multiple = as_int(cfg.get('lmcache_server_chunk_multiple'))
-    if multiple is None or multiple < 1:
-        errors.append(msg(host, 'lmcache_server_chunk_multiple', cfg.get('lmcache_server_chunk_multiple'),
-                          'is not an integer >= 1', 'use 1 (chunk size = N) or another whole number'))
-
-    explicit = cfg.get('lmcache_server_chunk_size')
-    if explicit not in (None, '') and (as_int(explicit) is None or as_int(explicit) < 1):
-        errors.append(msg(host, 'lmcache_server_chunk_size', explicit,
-                          'is not a positive integer', 'leave it null to derive it from N, or use a multiple of N'))
-
-    separate = as_bool(cfg.get('lmcache_server_separate_object_groups'))
-    if not isinstance(separate, bool):
-        errors.append(msg(host, 'lmcache_server_separate_object_groups', cfg.get('lmcache_server_separate_object_groups'),
-                          'is not a boolean', 'use true'))
-    elif hybrid and not separate:
-        errors.append(msg(host, 'lmcache_server_separate_object_groups', False,
-                          'turns separate object groups off, which hybrid models need (their Mamba layers get their own cache objects)',
-                          'use true'))
-
-    workers = cfg.get('lmcache_server_max_gpu_workers')
-    if workers not in (None, ''):
-        count = as_int(workers)
-        if count is None or count < 1:
-            errors.append(msg(host, 'lmcache_server_max_gpu_workers', workers, 'is not an integer >= 1',
-                              'use null or at least the tensor parallel size'))
-
-
-def _check_vllm_static(host, cfg, device, errors):
-    model = cfg.get('vllm_server_model')
-    if not isinstance(model, str) or not model.strip():
-        errors.append(msg(host, 'vllm_server_model', model, 'is empty', 'set a hub id (e.g. Qwen/Qwen3.6-27B) or a local model directory'))
-
-    if device not in DEVICES:
-        errors.append(msg(host, 'vllm_server_device', device, 'is not a supported device', 'use cuda or cpu'))
-
-    tp_value = cfg.get('vllm_server_tensor_parallel_size')
-    tp = as_int(tp_value)
-    if tp is None or tp < 1:
-        errors.append(msg(host, 'vllm_server_tensor_parallel_size', tp_value, 'is not an integer >= 1', 'use 1 or the number of GPUs'))
-    else:
-        gpus = gpu_list(cfg.get('vllm_server_gpus'))
-        if gpus and len(gpus) != tp:
-            errors.append(msg(host, 'vllm_server_tensor_parallel_size', tp_value,
-                              'does not match the GPU list: TP=%d needs %d GPUs, vllm_server_gpus lists %d' % (tp, tp, len(gpus)),
-                              'list exactly %d GPU ids in vllm_server_gpus, or leave it empty' % tp))
-
-    spec = cfg.get('vllm_server_speculative_config')
-    if spec not in (None, '') and not isinstance(spec, dict):
-        errors.append(msg(host, 'vllm_server_speculative_config', spec, 'is not a dictionary',
-                          'use null or a mapping such as {"method": "mtp", "num_speculative_tokens": 1}'))
-    elif isinstance(spec, dict) and 'num_speculative_tokens' in spec:
-        count = as_int(spec.get('num_speculative_tokens'))
-        if count is None or count < 0:
-            errors.append(msg(host, 'vllm_server_speculative_config', spec, 'has a num_speculative_tokens that is not an integer >= 0',
-                              'use a whole number such as 1'))
-
-    mnbt = cfg.get('vllm_server_max_num_batched_tokens')
-    if mnbt not in (None, '') and (as_int(mnbt) is None or as_int(mnbt) < 1):
-        errors.append(msg(host, 'vllm_server_max_num_batched_tokens', mnbt, 'is not a positive integer',
-                          'leave it null (2N-1 for hybrid models) or use an integer >= N'))
-
-    timeout = cfg.get('vllm_server_lmcache_mq_timeout')
-    if timeout not in (None, '') and (as_number(timeout) is None or as_number(timeout) <= 0):
-        errors.append(msg(host, 'vllm_server_lmcache_mq_timeout', timeout, 'is not a positive number of seconds',
-                          'use null (LMCache default 300) or e.g. 30'))
-
-
-def _check_connector(host, cfg, device, hybrid, errors):
+def check_connector(host, cfg, device, hybrid, errors):
+    """Connector rules for one host (``cfg``: resolved role variables); appends to ``errors``."""
     connector = as_bool(cfg.get('vllm_server_kv_connector'))
     if not isinstance(connector, bool):
         errors.append(msg(host, 'vllm_server_kv_connector', cfg.get('vllm_server_kv_connector'), 'is not a boolean', 'use true or false'))
@@ -489,7 +337,7 @@ def check_shared_memory_user(host, settings):
     (``lmcache_server_user`` and ``vllm_server_user``); a view of one role alone is not checked.
     """
     settings = settings or {}
-    cfg = effective(settings)
+    cfg = settings
     lmcache_user = settings.get('lmcache_server_user')
     vllm_user = settings.get('vllm_server_user')
     if lmcache_user in (None, '') or vllm_user in (None, '') or lmcache_user == vllm_user:
@@ -503,122 +351,3 @@ def check_shared_memory_user(host, settings):
                 'segment that only vLLM\'s user may open' % vllm_user,
                 'set lmcache_server_user and lmcache_server_group to vLLM\'s user and group, or use engine_driven transfer '
                 '(vllm_server_lmcache_transfer_mode=null and lmcache_server_supported_transfer_mode=auto)')]
-
-
-def validate_host(host, settings):
-    """Every static (N-independent) check of one host's settings; returns a list of error sentences."""
-    cfg = effective(settings)
-    hybrid = is_hybrid(cfg)
-    device = cfg.get('vllm_server_device')
-    errors = []
-    _check_ports(host, cfg, errors)
-    _check_lmcache_static(host, cfg, hybrid, errors)
-    _check_vllm_static(host, cfg, device, errors)
-    if hybrid:
-        errors.extend(check_mamba_cache_mode(host, cfg.get('vllm_server_mamba_cache_mode'),
-                                             cfg.get('vllm_server_enable_prefix_caching')))
-    _check_connector(host, cfg, device, hybrid, errors)
-    errors.extend(check_shared_memory_user(host, settings))
-    return errors
-
-
-def check_host(host, settings, n=None):
-    """``{'errors': [...], 'warnings': [...]}`` for one host, without raising: the static checks,
-    plus the N-dependent ones when ``n`` is given (None or '' = N not known yet)."""
-    errors = validate_host(host, settings)
-    warnings = []
-    if n not in (None, ''):
-        more, warnings = validate_with_n(host, n, settings)
-        errors.extend(error for error in more if error not in errors)
-    return {'errors': errors, 'warnings': list(warnings)}
-
-
-# --------------------------------------------------------------------------- N-dependent validation and derivation
-
-def check_n(host, n, variable='vllm_block_size'):
-    """Errors when N is not a positive integer."""
-    value = as_int(n)
-    if value is None or value < 1:
-        return [msg(host, variable, n, 'is not a positive integer block size',
-                    'run the block-size probe or set lmcache_server_block_size to the N vLLM logs')]
-    return []
-
-
-def validate_with_n(host, n, settings):
-    """The N-dependent checks; returns ``(errors, warnings)``."""
-    errors = check_n(host, n)
-    warnings = []
-    if errors:
-        return errors, warnings
-    n = as_int(n)
-    cfg = effective(settings)
-    hybrid = is_hybrid(cfg)
-    explicit = cfg.get('lmcache_server_chunk_size')
-    if explicit not in (None, '') and as_int(explicit) is not None and as_int(explicit) >= 1:
-        errors.extend(check_chunk_size(host, n, explicit))
-    if hybrid:
-        mnbt = cfg.get('vllm_server_max_num_batched_tokens')
-        if mnbt in (None, '') or (as_int(mnbt) is not None and as_int(mnbt) >= 1):
-            errs, warns = check_max_num_batched_tokens(
-                host, n, None if mnbt in (None, '') else mnbt,
-                separate_object_groups=as_bool(cfg.get('lmcache_server_separate_object_groups')) is True)
-            errors.extend(errs)
-            warnings.extend(warns)
-        spec = cfg.get('vllm_server_speculative_config')
-        if isinstance(spec, dict) and as_bool(cfg.get('vllm_server_kv_connector')) is True:
-            warnings.append(msg(host, 'vllm_server_speculative_config', spec,
-                                'enables speculative decoding with LMCache on a hybrid model, which has produced corrupted output'
-                                ' with prefix caching', 'use null unless this combination has been verified'))
-    return errors, warnings
-
-
-def derive(host, n, settings):
-    """Derive every N-dependent setting of one host; raises FleetRuleError with all errors.
-
-    Returns a dict with ``chunk_size``, ``max_num_batched_tokens`` (None = leave vLLM's
-    default, only for non-hybrid models), ``separate_object_groups``,
-    ``kv_transfer_config`` (None when the connector is off), ``warnings``, and for
-    convenience ``block_size`` (N), ``hybrid``, ``mamba_cache_mode`` and
-    ``enable_prefix_caching``.
-    """
-    errors = validate_host(host, settings)
-    more, warnings = validate_with_n(host, n, settings)
-    errors.extend(more)
-    if errors:
-        raise FleetRuleError(errors)
-    n = as_int(n)
-    cfg = effective(settings)
-    hybrid = is_hybrid(cfg)
-    multiple = as_int(cfg.get('lmcache_server_chunk_multiple'))
-
-    explicit = cfg.get('lmcache_server_chunk_size')
-    if explicit not in (None, ''):
-        size = as_int(explicit)
-    else:
-        size = default_chunk_size(n, multiple, hybrid)
-
-    mnbt = cfg.get('vllm_server_max_num_batched_tokens')
-    if mnbt not in (None, ''):
-        mnbt = as_int(mnbt)
-    elif hybrid:
-        mnbt = default_max_num_batched_tokens(n)
-    else:
-        mnbt = None
-
-    if as_bool(cfg.get('vllm_server_kv_connector')) is True:
-        transfer = kv_transfer_config(cfg.get('lmcache_server_host'), cfg.get('lmcache_server_port'),
-                                      cfg.get('vllm_server_lmcache_transfer_mode'), cfg.get('vllm_server_lmcache_mq_timeout'))
-    else:
-        transfer = None
-
-    return {
-        'block_size': n,
-        'hybrid': hybrid,
-        'chunk_size': size,
-        'max_num_batched_tokens': mnbt,
-        'separate_object_groups': True if hybrid else as_bool(cfg.get('lmcache_server_separate_object_groups')),
-        'mamba_cache_mode': 'align' if hybrid else None,
-        'enable_prefix_caching': True if hybrid else as_bool(cfg.get('vllm_server_enable_prefix_caching')),
-        'kv_transfer_config': transfer,
-        'warnings': warnings,
-    }

@@ -18,8 +18,11 @@ __metaclass__ = type
 
 import collections
 import copy
+import errno
+import fcntl
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -249,6 +252,153 @@ def build_probe_argv(vllm_executable, model, port, tensor_parallel_size=1, dtype
     return argv
 
 
+# The engine launcher: one process that builds vLLM's engine from the same ``vllm serve``
+# command line, without the API server and without the EngineCore process (with TP>1 the
+# workers are still processes of their own). vLLM's own parser (make_arg_parser), engine
+# arguments (AsyncEngineArgs.from_cli_args) and engine config (create_engine_config with the
+# API server's usage context) are used, then the executor vLLM would use is built in this
+# process; its worker loads the (dummy) model and vLLM computes and logs N exactly as it does
+# under ``vllm serve``. The launcher then prints ENGINE_BUILT and exits. Exit status 3 with
+# ENGINE_UNSUPPORTED: this vLLM lacks an API the launcher needs (the module falls back to
+# ``vllm serve``).
+ENGINE_LAUNCHER_SRC = r"""
+import os, sys, time
+UNSUPPORTED = 'fleet-probe: engine launcher unsupported: '
+def main():
+    t0 = time.time()
+    # keep the engine core in this process (vLLM's CPU platform then keeps the
+    # uniprocess executor for TP=1)
+    os.environ['VLLM_ENABLE_V1_MULTIPROCESSING'] = '0'
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        try:
+            from vllm.utils import FlexibleArgumentParser
+        except ImportError as e:
+            print(UNSUPPORTED + repr(e), flush=True)
+            sys.exit(3)
+    try:
+        try:
+            from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+        except ImportError:
+            from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.usage.usage_lib import UsageContext
+        from vllm.v1.executor import Executor
+    except ImportError as e:
+        print(UNSUPPORTED + repr(e), flush=True)
+        sys.exit(3)
+    try:
+        from vllm.plugins import load_general_plugins
+    except ImportError:
+        load_general_plugins = None
+    parser = make_arg_parser(FlexibleArgumentParser(prog='vllm serve'))
+    args = parser.parse_args(sys.argv[1:])
+    if getattr(args, 'model_tag', None) is not None:
+        args.model = args.model_tag
+    validate_parsed_serve_args(args)
+    if load_general_plugins is not None:
+        load_general_plugins()
+    world = int(getattr(args, 'tensor_parallel_size', 1) or 1) * int(getattr(args, 'pipeline_parallel_size', 1) or 1)
+    if world == 1:
+        # vLLM inspects the model class in a child interpreter (a fourth vLLM import) to keep
+        # CUDA out of the API server; here the engine runs in this process anyway.
+        try:
+            from vllm.model_executor.models import registry
+            if hasattr(registry, '_run_in_subprocess'):
+                registry._run_in_subprocess = lambda fn: fn()
+        except ImportError:
+            pass
+    engine_args = AsyncEngineArgs.from_cli_args(args)
+    config = engine_args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
+    executor_class = Executor.get_class(config)
+    print('fleet-probe: building the engine with %s after %.1f s' % (executor_class.__name__, time.time() - t0), flush=True)
+    executor_class(config)
+    model = config.model_config
+    print('fleet-probe: engine built: block_size=%d hybrid=%s after %.1f s' % (
+        config.cache_config.block_size, bool(getattr(model, 'is_hybrid', False)), time.time() - t0), flush=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+if __name__ == '__main__':
+    main()
+"""
+ENGINE_LAUNCHER_UNSUPPORTED_RC = 3
+
+
+def python_of_venv(vllm_executable):
+    """The python interpreter next to the vllm executable (same venv), or None."""
+    for name in ("python", "python3"):
+        cand = os.path.join(os.path.dirname(vllm_executable), name)
+        if os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def engine_launcher_argv(python, serve_argv):
+    """argv of the engine launcher from the argv of ``vllm serve`` (``[vllm, 'serve', model,
+    flags...]``): the same model and flags, run by the venv's python. --host / --port are the
+    API server's own and are dropped."""
+    if len(serve_argv) < 3 or serve_argv[1] != "serve":
+        raise ValueError("not a vllm serve argv: %r" % (serve_argv[:3],))
+    rest, i = [], 3
+    while i < len(serve_argv):
+        arg = serve_argv[i]
+        if arg in ("--host", "--port"):
+            i += 2
+            continue
+        if arg.startswith(("--host=", "--port=")):
+            i += 1
+            continue
+        rest.append(arg)
+        i += 1
+    return [python, "-c", ENGINE_LAUNCHER_SRC, serve_argv[2]] + rest
+
+
+def user_identity(user=None, group=None):
+    """(uid, gid, supplementary gids, passwd entry or None) for running the probe as ``user``
+    (a name or a number) and ``group`` (default: the user's primary group). Raises KeyError
+    with a sentence when the user or group does not exist."""
+    import grp
+    import pwd
+    if user in (None, ""):
+        return None
+    try:
+        pw = pwd.getpwuid(int(user)) if str(user).isdigit() else pwd.getpwnam(str(user))
+    except KeyError:
+        raise KeyError("user %s does not exist on this host" % user)
+    if group in (None, ""):
+        gid = pw.pw_gid
+    else:
+        try:
+            gid = grp.getgrgid(int(group)).gr_gid if str(group).isdigit() else grp.getgrnam(str(group)).gr_gid
+        except KeyError:
+            raise KeyError("group %s does not exist on this host" % group)
+    try:
+        groups = sorted(set(os.getgrouplist(pw.pw_name, gid)))
+    except (AttributeError, OSError):
+        groups = [gid]
+    return {"uid": pw.pw_uid, "gid": gid, "groups": groups, "name": pw.pw_name, "home": pw.pw_dir,
+            "shell": pw.pw_shell}
+
+
+# the environment a systemd service starts from (systemd's default PATH); the probe of a
+# service user gets this plus the service's env, not the connection user's environment
+SERVICE_BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+PASSED_THROUGH = ("LANG", "LC_ALL", "TZ")
+
+
+def service_base_env(identity, parent_env=None):
+    """Base environment of a probe run as a service user: HOME, USER, LOGNAME, SHELL of the
+    user, systemd's default PATH, the parent's locale; nothing else of the parent (its HOME,
+    tokens, proxies). The service's own variables come from the module's ``env``."""
+    parent_env = parent_env if parent_env is not None else os.environ
+    env = dict((k, parent_env[k]) for k in PASSED_THROUGH if k in parent_env)
+    env.update(HOME=identity["home"], USER=identity["name"], LOGNAME=identity["name"],
+               SHELL=identity.get("shell") or "/bin/sh", PATH=SERVICE_BASE_PATH)
+    return env
+
+
 def probe_env(base_env, user_env=None, platform="cuda", local_model=False):
     """Environment of the probe: base + user env + the probe's defaults."""
     env = dict(base_env or {})
@@ -275,22 +425,98 @@ def probe_env(base_env, user_env=None, platform="cuda", local_model=False):
 # cache file
 # --------------------------------------------------------------------------
 
-def load_cache(path):
-    """{fingerprint: entry} from the cache file; {} when absent or unreadable."""
+CACHE_SCHEMA = 2
+
+
+class CacheFileError(Exception):
+    """The cache file exists but cannot be read as a cache (not JSON, not a mapping)."""
+
+
+def validate_entry(fingerprint, entry, fingerprint_version=None, compute=None):
+    """None when ``entry`` is a usable cache entry under ``fingerprint``, else the reason.
+
+    An entry must be a mapping with ``schema`` == CACHE_SCHEMA, a positive integer
+    ``vllm_block_size``, and ``inputs`` whose ``fingerprint_version`` is the current one and
+    whose fingerprint (``compute(inputs)``, when given) is the key it is stored under: an entry
+    copied from another host or edited by hand does not match its key. Returns ``"stale"`` for a
+    well-formed entry of an older schema or fingerprint version (not worth a warning)."""
+    if not isinstance(entry, dict):
+        return "is not a mapping"
+    inputs = entry.get("inputs")
+    version = inputs.get("fingerprint_version") if isinstance(inputs, dict) else None
+    if isinstance(version, bool) or not isinstance(version, int):
+        return "has no fingerprint inputs with a fingerprint_version"
+    if fingerprint_version is not None and version < fingerprint_version:
+        return "stale"
+    if fingerprint_version is not None and version != fingerprint_version:
+        return "has the unknown fingerprint_version %r" % (version,)
+    if entry.get("schema") != CACHE_SCHEMA:
+        return "has the unknown schema %r" % (entry.get("schema"),)
+    n = entry.get("vllm_block_size")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        return "has vllm_block_size=%r, not a positive integer" % (n,)
+    if compute is not None:
+        try:
+            actual = compute(inputs)
+        except Exception as e:  # any malformed inputs
+            return "has inputs that cannot be fingerprinted (%s)" % e
+        if actual != fingerprint:
+            return "is stored under %s but its inputs fingerprint to %s" % (fingerprint[:12], actual[:12])
+    return None
+
+
+def read_cache_file(path):
+    """The raw mapping of the cache file; {} when absent. Raises CacheFileError when the file
+    exists but is not a JSON mapping."""
     try:
         with open(path, "r") as f:
-            data = json.load(f)
-    except (IOError, OSError, ValueError):
+            raw = f.read()
+    except (IOError, OSError) as e:
+        if not os.path.exists(path):
+            return {}
+        raise CacheFileError("cannot read %s: %s" % (path, e))
+    if not raw.strip():
         return {}
+    try:
+        data = json.loads(raw)
+    except ValueError as e:
+        raise CacheFileError("%s is not valid JSON (%s)" % (path, e))
     if not isinstance(data, dict):
+        raise CacheFileError("%s holds a JSON %s, not a mapping of fingerprints" % (path, type(data).__name__))
+    return data
+
+
+def load_cache(path, fingerprint_version=None, compute=None, warnings=None):
+    """{fingerprint: entry} of the valid entries of the cache file.
+
+    An unreadable or unparsable file counts as empty, and every entry that
+    :func:`validate_entry` refuses (other than stale ones) is left out; both add a sentence to
+    ``warnings`` (a list) when given. Stale entries are kept out silently."""
+    try:
+        data = read_cache_file(path)
+    except CacheFileError as e:
+        if warnings is not None:
+            warnings.append("%s; ignored, the host is probed again and the file rewritten" % e)
         return {}
-    return dict((k, v) for k, v in data.items() if isinstance(v, dict) and "vllm_block_size" in v)
+    out = {}
+    for key, entry in data.items():
+        why = validate_entry(key, entry, fingerprint_version, compute)
+        if why is None:
+            out[key] = entry
+        elif why != "stale" and warnings is not None:
+            warnings.append("ignored the cache entry %s of %s: it %s; the host is probed again"
+                            % (str(key)[:12], path, why))
+    return out
 
 
-def store_cache(path, cache, fingerprint, entry, keep=20):
-    """Add entry under fingerprint, keep the newest `keep` entries, write the
-    file atomically (0644, parents created 0755). Returns the new cache."""
+def store_cache(path, cache, fingerprint, entry, keep=20, mover=None):
+    """Add entry under fingerprint (with ``schema``), keep the newest ``keep`` entries, write the
+    file atomically: a temporary file in the same directory, fsynced, then moved over the old one
+    by ``mover(src, dest)`` (``AnsibleModule.atomic_move``, which keeps the file's owner and
+    SELinux context) or ``os.rename``. Mode 0644, parents created 0755. Returns the new cache."""
     new = copy.deepcopy(cache)
+    entry = dict(entry)
+    entry["schema"] = CACHE_SCHEMA
     new[fingerprint] = entry
     if keep and len(new) > keep:
         ordered = sorted(new.items(), key=lambda kv: kv[1].get("probed_at", ""), reverse=True)
@@ -304,15 +530,76 @@ def store_cache(path, cache, fingerprint, entry, keep=20):
         with os.fdopen(fd, "w") as f:
             json.dump(new, f, indent=2, sort_keys=True)
             f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
-    except Exception:
+        if mover is not None:
+            mover(tmp, path)
+        else:
+            os.rename(tmp, path)
+    except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
     return new
+
+
+class CacheLockTimeout(Exception):
+    pass
+
+
+class CacheLock(object):
+    """Exclusive ``fcntl.flock`` on ``<cache>.lock`` beside the cache file, so that concurrent
+    probes on one host run one after another (the second then finds the first one's entry).
+    ``timeout`` bounds the wait (CacheLockTimeout)."""
+
+    def __init__(self, cache_path, timeout=900.0, poll=0.2):
+        self.path = os.path.abspath(cache_path) + ".lock"
+        self.timeout = float(timeout)
+        self.poll = poll
+        self.fd = None
+        self.waited = 0.0
+
+    def __enter__(self):
+        parent = os.path.dirname(self.path)
+        if not os.path.isdir(parent):
+            os.makedirs(parent, 0o755)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        start = time.time()
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except (IOError, OSError) as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    os.close(self.fd)
+                    self.fd = None
+                    raise
+            if time.time() - start >= self.timeout:
+                os.close(self.fd)
+                self.fd = None
+                raise CacheLockTimeout(
+                    "another block size probe holds %s since more than %s s (lock_timeout)"
+                    % (self.path, int(self.timeout)))
+            time.sleep(self.poll)
+        self.waited = time.time() - start
+        try:
+            os.ftruncate(self.fd, 0)
+            os.write(self.fd, ("%d\n" % os.getpid()).encode("ascii"))
+        except OSError:
+            pass
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self.fd)
+                self.fd = None
+        return False
 
 
 # --------------------------------------------------------------------------
@@ -417,6 +704,78 @@ def kill_session(sid, timeout=10.0):
             return left
 
 
+# --------------------------------------------------------------------------
+# GPU memory: room for a probe beside a running service, and its release
+# --------------------------------------------------------------------------
+
+# memory vLLM's own CUDA context and allocator take before its free-memory check (MiB)
+GPU_MEMORY_MARGIN_MIB = 1024
+
+
+def gpu_memory_plan(gpus, utilization, min_utilization=0.05, fit=True, margin_mib=GPU_MEMORY_MARGIN_MIB):
+    """The --gpu-memory-utilization of a probe on ``gpus`` (the GPUs it will use, as
+    ``hardware.gpu_inventory()`` gives them with their used memory), pure.
+
+    vLLM refuses to start when a GPU's free memory is below ``utilization`` x its total. When
+    every GPU has room (free - margin >= utilization x total) the value is kept. Otherwise, with
+    ``fit``, it is lowered to what the fullest GPU leaves (two decimals, rounded down) if that is
+    at least ``min_utilization``: a (shrunken) probe beside a running service. Else the plan
+    fails: the probe must then run after the service has stopped.
+
+    Returns a dict: ``utilization`` (the value to pass, or None when the probe cannot run),
+    ``requested``, ``lowered`` (bool), ``gpus`` (index, total, used and free MiB, MiB needed),
+    ``reason``."""
+    rows, fractions = [], []
+    unknown = []
+    for g in gpus:
+        total, used = g.get("memory_total_mib"), g.get("memory_used_mib")
+        if not total or used is None:
+            unknown.append(g.get("index"))
+            continue
+        free = max(0, total - used)
+        rows.append({"index": g.get("index"), "name": g.get("name"), "total_mib": total, "used_mib": used,
+                     "free_mib": free, "needed_mib": int(round(utilization * total))})
+        fractions.append(max(0.0, float(free - margin_mib)) / total)
+    plan = {"requested": utilization, "utilization": utilization, "lowered": False, "gpus": rows}
+    if not rows or min(fractions) >= utilization:
+        plan["reason"] = ("every GPU has room for gpu_memory_utilization=%s" % utilization if rows else
+                          "nvidia-smi reports no used memory for GPUs %s: not checked" % unknown)
+        return plan
+    tight = min(rows, key=lambda r: float(r["free_mib"]) / r["total_mib"])
+    room = int(min(fractions) * 100) / 100.0
+    what = ("GPU %s (%s) has %d MiB free of %d MiB (%d MiB used by other processes, %d MiB kept for "
+            "vLLM's CUDA context)" % (tight["index"], tight["name"], tight["free_mib"], tight["total_mib"],
+                                     tight["used_mib"], margin_mib))
+    if fit and room >= min_utilization:
+        plan.update(utilization=room, lowered=True,
+                    reason="%s: lowered the probe's gpu_memory_utilization from %s to %s to run beside "
+                           "them (N does not depend on it)" % (what, utilization, room))
+        return plan
+    plan["utilization"] = None
+    if fit:
+        plan["reason"] = ("%s: not even min_gpu_memory_utilization=%s fits beside the processes using "
+                          "the GPUs. Re-probe inside the host's rolling batch, after its vLLM service has "
+                          "stopped" % (what, min_utilization))
+    else:
+        plan["reason"] = ("%s: gpu_memory_utilization=%s does not fit and fit_gpu_memory=false. Lower "
+                          "gpu_memory_utilization, or re-probe inside the host's rolling batch, after its "
+                          "vLLM service has stopped" % (what, utilization))
+    return plan
+
+
+def wait_gpu_release(pids, query_apps, timeout, poll=0.5, clock=time.time, sleep=time.sleep):
+    """Wait until none of ``pids`` holds GPU memory. ``query_apps()`` returns the processes that
+    hold GPU memory (``hardware.compute_apps``). Returns (held, waited seconds): ``held`` lists
+    the apps of ``pids`` still holding memory after ``timeout`` seconds ([] when released)."""
+    pids = set(int(p) for p in pids)
+    start = clock()
+    while True:
+        held = [a for a in query_apps() if a["pid"] in pids]
+        if not held or clock() - start >= timeout:
+            return held, clock() - start
+        sleep(poll)
+
+
 class ProbeInterrupted(Exception):
     """The probe received SIGTERM / SIGINT / SIGHUP."""
 
@@ -440,22 +799,29 @@ class ProbeProcess(object):
     """One vLLM probe launch. Use as a context manager: __exit__ always kills
     the session, even on exceptions."""
 
-    def __init__(self, argv, env, log_path=None, cwd=None, watchdog=True):
+    def __init__(self, argv, env, log_path=None, cwd=None, watchdog=True, identity=None, kill_timeout=10.0):
+        """``identity``: a :func:`user_identity` dict to run vLLM as that user (uid, gid and
+        supplementary groups); None runs it as the module's user. Without ``log_path`` the log
+        lives in a private directory (0700) that :meth:`remove_log` deletes."""
         self.argv = argv
         self.env = env
         self.cwd = cwd
+        self.identity = identity
+        self.kill_timeout = kill_timeout
         self.proc = None
         self.sid = None
         self.watchdog = None
         self.use_watchdog = watchdog
         self._own_log = log_path is None
+        self.private_dir = None
         if log_path is None:
-            fd, log_path = tempfile.mkstemp(prefix="vllm-block-size-probe.", suffix=".log")
-            os.close(fd)
+            self.private_dir = tempfile.mkdtemp(prefix="vllm-block-size-probe.")
+            log_path = os.path.join(self.private_dir, "vllm.log")
         self.log_path = log_path
         self._log_fh = None
         self._old_handlers = {}
         self.leftover = []
+        self.seen_pids = set()
 
     # signals -> exception, so that `finally` blocks run
     def _on_signal(self, signum, _frame):
@@ -498,11 +864,16 @@ class ProbeProcess(object):
         if not os.path.isdir(log_dir):
             os.makedirs(log_dir, 0o755)
         self._log_fh = open(self.log_path, "wb")
+        kwargs = {}
+        ident = self.identity
+        if ident is not None and (ident["uid"] != os.geteuid() or ident["gid"] != os.getegid()):
+            kwargs.update(user=ident["uid"], group=ident["gid"], extra_groups=list(ident["groups"]))
         self.proc = subprocess.Popen(
             self.argv, stdin=subprocess.DEVNULL, stdout=self._log_fh, stderr=subprocess.STDOUT,
-            env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True,
+            env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True, **kwargs
         )
         self.sid = self.proc.pid
+        self.seen_pids.add(self.sid)
         if self.use_watchdog:
             try:
                 self.watchdog = subprocess.Popen(
@@ -513,11 +884,17 @@ class ProbeProcess(object):
             except (OSError, ValueError):
                 self.watchdog = None
 
+    def note_members(self):
+        """Remember every process of the session seen now (for the GPU memory wait)."""
+        if self.sid is not None:
+            self.seen_pids.update(session_members(self.sid))
+
     def stop(self):
         """Kill the whole session; reap; stop the watchdog. Idempotent."""
         leftover = []
         if self.sid is not None:
-            leftover = kill_session(self.sid)
+            self.note_members()
+            leftover = kill_session(self.sid, timeout=self.kill_timeout)
         if self.proc is not None:
             try:
                 self.proc.wait(timeout=5)
@@ -543,11 +920,14 @@ class ProbeProcess(object):
         return leftover
 
     def remove_log(self):
+        """Delete the log and its private directory (not a log_path the caller chose)."""
         if self._own_log:
             try:
                 os.unlink(self.log_path)
             except OSError:
                 pass
+            if self.private_dir:
+                shutil.rmtree(self.private_dir, ignore_errors=True)
 
     def wait_for_block_size(self, timeout, expected_ranks=1, poll=0.2, failed_grace=3.0,
                             padding_grace=1.0, clock=time.time):
@@ -560,6 +940,7 @@ class ProbeProcess(object):
         failed_at = None
         found_at = None
         line_elapsed = None
+        last_note = start
         with open(self.log_path, "rb") as reader:
             while True:
                 chunk = reader.read()
@@ -603,4 +984,7 @@ class ProbeProcess(object):
                     res = ProbeResult("timeout", scanner, clock() - start, None, self.log_path)
                     res.line_elapsed = line_elapsed
                     return res
+                if clock() - last_note >= 1.0:
+                    self.note_members()
+                    last_note = clock()
                 time.sleep(poll)

@@ -36,6 +36,26 @@ description:
     file must be written before the unit is (re)started with those inputs, and the journal is used
     only when the file is not newer than the start of the unit's main process, the unit is running,
     and its log names the same vLLM version and one consistent N.
+  - The fingerprint includes the hardware (RV(hardware)) - on CUDA hosts the GPUs the service uses (index, uuid,
+    name, compute capability, memory size, from C(nvidia-smi), restricted to C(CUDA_VISIBLE_DEVICES) of the
+    probe's environment) and the driver version; on other hosts the machine, CPU model and the ISA flags vLLM's
+    CPU backend branches on (from C(/proc/cpuinfo)) - so an entry read on other hardware is not a hit.
+  - Cache entries are validated (known schema and fingerprint version, N a positive integer, inputs that
+    fingerprint to the key they are stored under); a corrupt or foreign entry, or an unparsable file, is ignored
+    with a warning and the host is probed again. Probes on one host take an exclusive lock on
+    C(<cache_path>.lock), so a second concurrent run waits and then answers from the first one's entry. The
+    file is replaced atomically.
+  - The probe runs as production runs - as O(user) / O(group) with that user's supplementary groups and
+    home, with the service's environment O(env) (including C(CUDA_VISIBLE_DEVICES), the service's GPUs).
+  - By default (O(launcher=auto)) vLLM is started through a one-process engine launcher that builds vLLM's
+    engine from the same C(vllm serve) command line (vLLM's own argument parser and engine arguments) without
+    the API server and EngineCore processes; vLLM computes and logs N exactly as under C(vllm serve). When that
+    launcher fails, a plain C(vllm serve) is launched.
+  - The module returns only when every process of the launch has exited and, on a CUDA host, none of them holds
+    GPU memory any more (O(release_timeout)). On a host whose GPUs are used by a running service the probe's
+    C(--gpu-memory-utilization) is lowered to what the GPUs have free (O(fit_gpu_memory),
+    O(min_gpu_memory_utilization)); when not even that fits the module fails with RV(outcome=no_gpu_memory),
+    and the probe must run inside the host's rolling batch after its service has stopped.
   - Sets the fact C(vllm_block_size) (integer N) and C(vllm_block_size_probe) (the whole result).
 author:
   - lmcache_vllm.fleet maintainers (@lmcache-vllm)
@@ -103,8 +123,61 @@ options:
       - Extra environment for the vLLM launch (for example C(CUDA_VISIBLE_DEVICES), C(HF_TOKEN),
         C(VLLM_ATTENTION_BACKEND)). Variables that may change N are part of the fingerprint;
         logging, cache-location, token and device-selection variables are not.
+      - Pass the service's whole environment (C(vllm_server_env), C(HF_HOME), proxy and hub settings,
+        C(CUDA_VISIBLE_DEVICES)). With O(user) the launch starts from a service-like environment (that user's
+        C(HOME), C(USER), C(LOGNAME), C(SHELL), systemd's default C(PATH), the locale) plus these variables,
+        not from the connection user's environment; without O(user) it starts from the module's environment.
+      - C(CUDA_VISIBLE_DEVICES) of the resulting environment selects the GPUs that enter the fingerprint.
     type: dict
     default: {}
+  user:
+    description:
+      - Run vLLM as this user (name or uid), with its supplementary groups, its home as working directory and
+        C(HOME) (C(HF_HOME) and the vLLM cache then default to that home, unless O(env) sets them), as the
+        service runs. Needs root (C(become)) unless the module already runs as that user.
+      - Unset runs vLLM as the module's user.
+    type: str
+  group:
+    description: Primary group for O(user) (default the user's own).
+    type: str
+  launcher:
+    description:
+      - V(engine) runs vLLM's engine in one process (the venv's C(python) next to O(vllm_executable)) from the same
+        command line as C(vllm serve), and stops when N is logged; V(serve) launches C(vllm serve) (three
+        processes - API server, engine core, worker - each importing vLLM). V(auto) tries V(engine) and falls back
+        to V(serve) when the engine launch fails or this vLLM lacks an API it needs.
+      - Both give the same N (vLLM's own computation, logged by vLLM); the launcher is not part of the fingerprint.
+    type: str
+    choices: [auto, engine, serve]
+    default: auto
+  release_timeout:
+    description:
+      - Seconds to wait, after the launch's process group was killed, for every process of it to exit and, on a
+        CUDA host, for none of them to hold GPU memory (C(nvidia-smi --query-compute-apps)). On expiry the module
+        fails naming the processes.
+    type: int
+    default: 60
+  nvidia_smi:
+    description: The C(nvidia-smi) executable on CUDA hosts (for the hardware fingerprint and the GPU memory checks).
+    type: path
+    default: nvidia-smi
+  lock_timeout:
+    description: Seconds to wait for the lock of another probe on this host (C(<cache_path>.lock)).
+    type: int
+    default: 3600
+  fit_gpu_memory:
+    description:
+      - On a CUDA host whose GPUs lack free memory for O(gpu_memory_utilization) (another vLLM, e.g. the running
+        service, holds it), lower the probe's utilisation to what the GPUs have free, down to
+        O(min_gpu_memory_utilization), instead of failing. N does not depend on it.
+    type: bool
+    default: true
+  min_gpu_memory_utilization:
+    description:
+      - The smallest C(--gpu-memory-utilization) O(fit_gpu_memory) may lower to. Below it the module fails
+        (RV(outcome=no_gpu_memory)), and the probe must then run after the host's service has stopped.
+    type: float
+    default: 0.05
   timeout:
     description:
       - Seconds to wait for the block size line (or for vLLM to become ready) per launch. On
@@ -173,8 +246,9 @@ options:
     default: auto
   log_path:
     description:
-      - Keep the complete vLLM log of the probe at this path. By default the log goes to a
-        temporary file that is removed after the run (its relevant tail is in the result on failure).
+      - Keep the complete vLLM log of the probe at this path. By default the log goes to a private
+        temporary directory (mode 0700) that is removed after the run, whatever its end (its relevant
+        tail is in RV(log_tail) on failure).
     type: path
   service_name:
     description:
@@ -246,6 +320,18 @@ EXAMPLES = r"""
     block_size: 32
     shrink: never
 
+- name: Probe as the service runs, on its GPUs, beside the running service if there is room
+  lmcache_vllm.fleet.block_size_probe:
+    model: /srv/models/Qwen3.6-27B
+    user: vllm
+    env:
+      CUDA_VISIBLE_DEVICES: "0,1"
+      HF_HOME: /var/lib/vllm/hf
+    tensor_parallel_size: 2
+    gpu_memory_utilization: 0.3
+    min_gpu_memory_utilization: 0.05
+  become: true
+
 - name: On a serving host, read N from the running unit's journal when it runs with these inputs
   lmcache_vllm.fleet.block_size_probe:
     model: /srv/models/Qwen3.6-27B
@@ -278,7 +364,8 @@ outcome:
       the log shows no hybrid state handling (N is the effective block size).
       V(block_size_sufficient) vLLM became ready without printing it although the model is
       hybrid, i.e. O(block_size) is already large enough.
-    - On failure V(vllm_failed), V(timeout), V(ranks_disagree) or V(error).
+    - On failure V(vllm_failed), V(timeout), V(ranks_disagree), V(no_gpu_memory) (the GPUs lack room for a probe
+      beside the processes using them) or V(error).
     - V(skipped) in check mode without a cached value. V(computed) with O(compute_only=true).
   returned: always
   type: str
@@ -340,7 +427,7 @@ journal:
       type: str
 inputs:
   description: The fingerprint inputs (model identity, version, platform, TP, dtypes, block size,
-    speculative config, extra args, N-relevant env, probe mode).
+    speculative config, extra args, N-relevant env, probe mode, hardware).
   returned: when the executable exists
   type: dict
 elapsed_s:
@@ -369,7 +456,14 @@ padding_pct:
   type: float
   sample: 2.64
 cmd:
-  description: The argv of the vLLM launch (of the run that filled the cache).
+  description:
+    - The C(vllm serve) argv of the probe (of the run that filled the cache). With the engine launcher
+      (RV(launcher=engine)) this is the command line the launcher was given; RV(launch_cmd) is what ran.
+  returned: when vLLM ran or from cache
+  type: list
+  elements: str
+launch_cmd:
+  description: The argv that was executed (the engine launcher's source shown as a placeholder).
   returned: when vLLM ran or from cache
   type: list
   elements: str
@@ -402,6 +496,55 @@ dropped_extra_args:
   returned: when some were dropped
   type: list
   elements: str
+line_elapsed_s:
+  description: Seconds from the vLLM launch to the block size line.
+  returned: when vLLM printed it
+  type: float
+hardware:
+  description:
+    - The hardware part of the fingerprint. CUDA hosts - C(kind=cuda), C(gpus) (index, uuid, name,
+      compute_cap, architecture, memory_total_mib of the GPUs the service uses) and C(driver_version).
+      Other hosts - C(kind) (the platform), C(machine), C(cpu_model) and C(isa) (the ISA flags).
+  returned: when the executable exists
+  type: dict
+launcher:
+  description: The launcher that gave N, V(engine) or V(serve) (of the run that filled the cache).
+  returned: when vLLM ran or from cache
+  type: str
+  sample: engine
+launcher_fallback:
+  description: Why launchers before the one used did not give N (O(launcher=auto)).
+  returned: when a launcher fell back
+  type: list
+  elements: str
+user:
+  description: The user vLLM ran as (O(user)).
+  returned: when O(user) is set
+  type: str
+gpu_memory:
+  description:
+    - The GPU memory check before the launch - C(requested) and C(utilization) (the value passed to vLLM),
+      C(lowered), C(reason) and C(gpus) (index, name, total_mib, used_mib, free_mib, needed_mib).
+  returned: on CUDA hosts when vLLM was to be launched
+  type: dict
+gpu_release_s:
+  description: Seconds waited after the kill until no process of the probe held GPU memory.
+  returned: on CUDA hosts when vLLM ran
+  type: float
+held_gpu_memory:
+  description: The processes of the probe (pid, used_memory_mib) still holding GPU memory after O(release_timeout).
+  returned: when the GPU memory was not released
+  type: list
+  elements: dict
+cache_warnings:
+  description: The cache entries (or the file) ignored because they were corrupt or foreign.
+  returned: when some were ignored
+  type: list
+  elements: str
+lock_waited_s:
+  description: Seconds waited for another probe's lock on this host.
+  returned: unless in check mode or with O(compute_only=true)
+  type: float
 ansible_facts:
   description: Facts set by the module.
   returned: unless skipped in check mode
@@ -438,6 +581,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log 
     usage_error,
 )
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import (
+    FINGERPRINT_VERSION,
     VERSION_SNIPPET,
     compute_fingerprint,
     dist_versions_from_site_packages,
@@ -450,21 +594,38 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint imp
     resolve_vllm_version,
     service_fingerprint,
 )
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import (
+    GpuQueryError,
+    compute_apps,
+    gpu_inventory,
+    hardware_identity,
+    read_cpuinfo,
+    visible_gpus,
+)
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner import (
+    CacheLock,
+    CacheLockTimeout,
     ProbeInterrupted,
     ProbeProcess,
     build_probe_argv,
+    engine_launcher_argv,
     filter_extra_args,
     free_port,
+    gpu_memory_plan,
     load_cache,
     probe_env,
+    service_base_env,
     shrink_overrides,
     store_cache,
+    user_identity,
+    wait_gpu_release,
 )
 
 CACHED_KEYS = ("vllm_block_size", "outcome", "reason", "vllm_version", "platform", "fingerprint",
                "service_fingerprint", "inputs", "log_line", "reports", "padding_pct", "cmd",
-               "probe_mode", "shrink_reason", "probed_at", "probe_elapsed_s", "journal")
+               "probe_mode", "shrink_reason", "probed_at", "probe_elapsed_s", "journal", "launcher",
+               "launch_cmd", "line_elapsed_s", "hardware", "user")
+LAUNCHERS = {"auto": ("engine", "serve"), "engine": ("engine",), "serve": ("serve",)}
 
 
 class ProbeFailed(Exception):
@@ -523,9 +684,13 @@ def utcnow():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def run_one_probe(p, argv, env, expected_ranks, log_path):
-    """Launch once; returns a dict (outcome etc.) or raises ProbeFailed."""
-    proc = ProbeProcess(argv, env, log_path=log_path)
+def run_one_probe(p, argv, env, expected_ranks, log_path, identity=None, cwd=None, gpu_apps=None):
+    """Launch once; returns a dict (outcome etc.) or raises ProbeFailed.
+
+    Returns only after every process of the launch's session has exited and, with ``gpu_apps``
+    (a callable giving the processes that hold GPU memory), none of them holds GPU memory."""
+    proc = ProbeProcess(argv, env, log_path=log_path, identity=identity, cwd=cwd,
+                        kill_timeout=max(1.0, float(p["release_timeout"])))
     keep_log = log_path is not None
     try:
         with proc:
@@ -538,8 +703,23 @@ def run_one_probe(p, argv, env, expected_ranks, log_path):
         if scanner.padding_pct is not None:
             out["padding_pct"] = scanner.padding_pct
         if proc.leftover:
-            raise ProbeFailed("could not kill vLLM processes %s of the probe" % proc.leftover,
+            raise ProbeFailed("vLLM processes %s of the probe were still alive release_timeout=%s s "
+                              "after SIGKILL" % (proc.leftover, p["release_timeout"]),
                               outcome="error", log_tail=find_error_tail(text))
+        if gpu_apps is not None:
+            started = time.time()
+            try:
+                held, waited = wait_gpu_release(proc.seen_pids, gpu_apps, float(p["release_timeout"]))
+            except GpuQueryError as e:
+                raise ProbeFailed("cannot tell whether the probe released its GPU memory: %s" % e,
+                                  outcome="error", log_tail=find_error_tail(text))
+            out["gpu_release_s"] = round(time.time() - started, 3)
+            if held:
+                raise ProbeFailed(
+                    "GPU memory still held by processes of the probe after release_timeout=%s s: %s"
+                    % (p["release_timeout"], ", ".join("pid %d (%s MiB)" % (a["pid"], a["used_memory_mib"])
+                                                       for a in held)),
+                    outcome="error", held_gpu_memory=held, log_tail=find_error_tail(text))
         if res.status in ("found", "ready"):
             try:
                 out.update(block_size_decision(scanner, res.status, expected_ranks=expected_ranks,
@@ -579,6 +759,17 @@ def validate_params(p):
     if p.get("service_fingerprint_file") and not p.get("service_name"):
         errors.append("service_fingerprint_file is set but service_name is not; set service_name "
                       "to the unit whose journal may answer")
+    if p.get("release_timeout") is not None and p["release_timeout"] < 0:
+        errors.append("release_timeout=%s must be >= 0 seconds" % p["release_timeout"])
+    if p.get("lock_timeout") is not None and p["lock_timeout"] < 0:
+        errors.append("lock_timeout=%s must be >= 0 seconds" % p["lock_timeout"])
+    util, low = p.get("gpu_memory_utilization"), p.get("min_gpu_memory_utilization")
+    if util is not None and not 0 < util <= 1:
+        errors.append("gpu_memory_utilization=%s must be in (0, 1]" % util)
+    if low is not None and not 0 < low <= 1:
+        errors.append("min_gpu_memory_utilization=%s must be in (0, 1]" % low)
+    if p.get("group") and not p.get("user"):
+        errors.append("group is set but user is not; set user to the service's user")
     try:
         normalize_speculative_config(p.get("speculative_config"))
     except ValueError as e:
@@ -597,6 +788,20 @@ def retry_full_model(probe_mode, outcome, log_text=""):
     return not refused or flag == "--hf-overrides"
 
 
+def fall_back_to_serve(launcher, outcome):
+    """After a failed engine launch the plain ``vllm serve`` is tried; not when the ranks
+    disagreed (that is vLLM's answer, not the launcher's) and not after a timeout (``vllm serve``
+    starts more slowly still: it would only double the wait)."""
+    return launcher == "engine" and outcome not in ("ranks_disagree", "timeout")
+
+
+def shown_argv(argv):
+    """argv for results and logs: the engine launcher's source replaced by a placeholder."""
+    if len(argv) > 2 and argv[1] == "-c":
+        return [argv[0], "-c", "<block_size_probe engine launcher>"] + list(argv[3:])
+    return list(argv)
+
+
 def cached_result(base, hit, **extra):
     res = dict(base)
     res.update(dict((k, hit[k]) for k in CACHED_KEYS if k in hit))
@@ -604,8 +809,8 @@ def cached_result(base, hit, **extra):
     return res
 
 
-def main():
-    argument_spec = dict(
+def argument_spec():
+    return dict(
         model=dict(type="str", required=True),
         revision=dict(type="str"),
         vllm_executable=dict(type="path", default="/opt/vllm/venv/bin/vllm"),
@@ -618,13 +823,21 @@ def main():
         speculative_config=dict(type="raw"),
         extra_args=dict(type="list", elements="str", default=[]),
         env=dict(type="dict", default={}),
+        user=dict(type="str"),
+        group=dict(type="str"),
         timeout=dict(type="int", default=900),
         force=dict(type="bool", default=False),
         cache_path=dict(type="path", default="/etc/ansible/facts.d/vllm_block_size.fact"),
         cache_keep=dict(type="int", default=20),
+        lock_timeout=dict(type="int", default=3600),
         max_model_len=dict(type="int", default=4096),
         max_num_batched_tokens=dict(type="int", default=16384, no_log=False),
         gpu_memory_utilization=dict(type="float", default=0.3),
+        min_gpu_memory_utilization=dict(type="float", default=0.05),
+        fit_gpu_memory=dict(type="bool", default=True),
+        release_timeout=dict(type="int", default=60),
+        nvidia_smi=dict(type="path", default="nvidia-smi"),
+        launcher=dict(type="str", default="auto", choices=["auto", "engine", "serve"]),
         port=dict(type="int", default=0),
         language_model_only=dict(type="bool", default=True),
         skip_tokenizer_init=dict(type="bool"),
@@ -634,7 +847,34 @@ def main():
         service_fingerprint_file=dict(type="path"),
         compute_only=dict(type="bool", default=False),
     )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+
+
+def host_hardware(module, p, platform, env):
+    """(hardware identity, the visible GPU dicts or None); fails the module on a CUDA host
+    whose GPUs cannot be told."""
+    if platform != "cuda":
+        return hardware_identity(platform, cpu=read_cpuinfo()), None
+    exe = p["nvidia_smi"]
+    if os.path.sep not in exe:
+        exe = module.get_bin_path(exe) or exe
+
+    def run(argv):
+        return module.run_command(argv)
+    try:
+        gpus = gpu_inventory(run, nvidia_smi=exe)
+    except GpuQueryError as e:
+        raise ValueError("cannot tell this CUDA host's GPUs for the fingerprint: %s (set nvidia_smi "
+                         "to its path if it is not on PATH)" % e)
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    visible = visible_gpus(gpus, cvd)
+    if not visible:
+        raise ValueError("CUDA_VISIBLE_DEVICES=%r names none of this host's GPUs (%s)" % (
+            cvd, ", ".join("%d %s %s" % (g["index"], g["name"], g["uuid"]) for g in gpus) or "none found"))
+    return hardware_identity("cuda", visible), visible
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     started = time.time()
     p = dict(module.params)
     base = {"changed": False, "cache_file": p["cache_path"]}
@@ -678,12 +918,31 @@ def main():
     platform = platform_from_version(version)
     p["_platform"] = platform
 
+    identity = None
+    if p["user"]:
+        try:
+            identity = user_identity(p["user"], p["group"])
+        except KeyError as e:
+            fail("cannot run the probe as the service's user: %s" % e.args[0])
+        if os.geteuid() != 0 and identity["uid"] != os.geteuid():
+            fail("the probe must run vLLM as user %s but the module runs as uid %d without root; "
+                 "run the task with become: true" % (identity["name"], os.geteuid()))
+        base["user"] = identity["name"]
+
     local = is_local_model(p["model"])
     try:
         model_id = model_identity(p["model"], p["revision"])
     except ValueError as e:
         fail(str(e))
     config = read_model_config(p["model"])[0] if local else None
+
+    parent_env = service_base_env(identity) if identity else os.environ
+    env = probe_env(parent_env, p["env"], platform=platform, local_model=local)
+    try:
+        hardware, gpus = host_hardware(module, p, platform, env)
+    except ValueError as e:
+        fail(str(e), vllm_version=version, platform=platform)
+    base["hardware"] = hardware
 
     skip_tok = p["skip_tokenizer_init"]
     if skip_tok is None:
@@ -702,7 +961,8 @@ def main():
             model_id, version, tensor_parallel_size=p["tensor_parallel_size"], dtype=p["dtype"],
             kv_cache_dtype=p["kv_cache_dtype"], mamba_ssm_cache_dtype=p["mamba_ssm_cache_dtype"],
             mamba_cache_dtype=p["mamba_cache_dtype"], block_size=p["block_size"],
-            speculative_config=spec, extra_args=extra_args, env=p["env"], probe_mode=mode, platform=platform)
+            speculative_config=spec, extra_args=extra_args, env=p["env"], probe_mode=mode,
+            platform=platform, hardware=hardware)
         return inputs, compute_fingerprint(inputs)
 
     inputs, fingerprint = fp_for(probe_mode)
@@ -715,13 +975,49 @@ def main():
                    reason="compute_only=true: fingerprints computed, nothing read or launched")
         module.exit_json(**res)
 
-    cache = load_cache(p["cache_path"])
+    def read_cache():
+        warnings = []
+        cache = load_cache(p["cache_path"], fingerprint_version=FINGERPRINT_VERSION,
+                           compute=compute_fingerprint, warnings=warnings)
+        for w in warnings:
+            module.warn(w)
+        if warnings:
+            base["cache_warnings"] = warnings
+        return cache
+
+    if module.check_mode:
+        decide(module, p, base, read_cache(), fingerprint, elapsed, exit_with_n, fail, locals())
+    try:
+        with CacheLock(p["cache_path"], timeout=p["lock_timeout"]) as lock:
+            base["lock_waited_s"] = round(lock.waited, 3)
+            decide(module, p, base, read_cache(), fingerprint, elapsed, exit_with_n, fail, locals())
+    except CacheLockTimeout as e:
+        fail(str(e))
+    except (IOError, OSError) as e:
+        fail("cannot lock the cache %s: %s" % (p["cache_path"], e))
+
+
+def decide(module, p, base, cache, fingerprint, elapsed, exit_with_n, fail, ctx):
+    """Cache, journal, then probe; always exits the module (check mode: never probes)."""
     hit = cache.get(fingerprint)
     if hit and not p["force"]:
         exit_with_n(cached_result(base, hit, source="cache", changed=False, elapsed_s=elapsed(),
                                   cache_file=p["cache_path"]))
-
+    platform, version = base["platform"], base["vllm_version"]
     expected_ranks = p["tensor_parallel_size"]
+
+    def store(entry):
+        if module.check_mode:
+            return False
+        cache_entry = dict((k, entry[k]) for k in CACHED_KEYS if k in entry)
+        try:
+            store_cache(p["cache_path"], cache, entry["fingerprint"], cache_entry, keep=p["cache_keep"],
+                        mover=lambda src, dest: module.atomic_move(src, dest))
+            return True
+        except (IOError, OSError) as e:
+            module.warn("could not write the cache file %s: %s" % (p["cache_path"], e))
+            return False
+
     journal_note = None
     if p["service_name"] and not p["force"]:
         fp_file = p["service_fingerprint_file"] or default_fingerprint_file(p["service_name"])
@@ -739,7 +1035,7 @@ def main():
             return read_journal_head([exe] + argv[1:], expected_ranks=ranks)
 
         found, info = service_block_size(
-            run, read_journal, p["service_name"], fp_file, svc_fingerprint,
+            run, read_journal, p["service_name"], fp_file, base["service_fingerprint"],
             expected_ranks=expected_ranks, requested=p["block_size"], platform=platform,
             vllm_version=version)
         base["journal"] = info
@@ -748,14 +1044,7 @@ def main():
             entry.update(found)
             entry.update(probed_at=utcnow(), cmd=None,
                          journal={"unit": info["unit"], "invocation_id": info.get("invocation_id")})
-            changed = False
-            if not module.check_mode:
-                cache_entry = dict((k, entry[k]) for k in CACHED_KEYS if k in entry)
-                try:
-                    store_cache(p["cache_path"], cache, fingerprint, cache_entry, keep=p["cache_keep"])
-                    changed = True
-                except (IOError, OSError) as e:
-                    module.warn("could not write the cache file %s: %s" % (p["cache_path"], e))
+            changed = store(entry)
             entry.update(source="journal", changed=changed, elapsed_s=elapsed(), cache_file=p["cache_path"])
             entry["journal"] = info
             exit_with_n(entry)
@@ -769,7 +1058,32 @@ def main():
                    reason="%s; a probe would launch vLLM (not in check mode)" % why)
         module.exit_json(msg=res["reason"], **res)
 
-    env = probe_env(os.environ, p["env"], platform=platform, local_model=local)
+    vllm, env, identity, gpus = ctx["vllm"], ctx["env"], ctx["identity"], ctx["gpus"]
+    probe_mode, hf_overrides, fp_for = ctx["probe_mode"], ctx["hf_overrides"], ctx["fp_for"]
+    spec, extra_args, skip_tok = ctx["spec"], ctx["extra_args"], ctx["skip_tok"]
+
+    utilization = p["gpu_memory_utilization"]
+    gpu_apps = None
+    if gpus is not None:
+        plan = gpu_memory_plan(gpus, utilization, min_utilization=p["min_gpu_memory_utilization"],
+                               fit=p["fit_gpu_memory"])
+        base["gpu_memory"] = plan
+        if plan["utilization"] is None:
+            fail(plan["reason"], outcome="no_gpu_memory")
+        if plan["lowered"]:
+            module.warn(plan["reason"])
+        utilization = plan["utilization"]
+        smi = p["nvidia_smi"]
+        if os.path.sep not in smi:
+            smi = module.get_bin_path(smi) or smi
+
+        def gpu_apps():
+            return compute_apps(lambda argv: module.run_command(argv), nvidia_smi=smi)
+
+    cwd = None
+    if identity is not None:
+        cwd = identity["home"] if os.path.isdir(identity["home"]) else "/"
+    python = _python_for(vllm)
 
     def argv_for(overrides, port):
         ea = list(extra_args)
@@ -781,15 +1095,51 @@ def main():
             mamba_cache_dtype=p["mamba_cache_dtype"], block_size=p["block_size"],
             speculative_config=spec,
             extra_args=ea, max_model_len=p["max_model_len"],
-            gpu_memory_utilization=p["gpu_memory_utilization"],
+            gpu_memory_utilization=utilization,
             max_num_batched_tokens=p["max_num_batched_tokens"],
             language_model_only=p["language_model_only"], skip_tokenizer_init=skip_tok,
             hf_overrides=overrides)
 
-    argv = argv_for(hf_overrides, p["port"] or free_port())
+    launchers = LAUNCHERS[p["launcher"]]
+    fallbacks = []
+    state = {"argv": None, "launcher": None}
+
+    def launch(overrides):
+        """Each launcher in turn (the engine launcher, then vllm serve); returns the result of
+        the first that gives N or raises the last ProbeFailed."""
+        last = None
+        for i, kind in enumerate(launchers):
+            serve_argv = argv_for(overrides, p["port"] or free_port())
+            if kind == "engine":
+                if not python:
+                    fallbacks.append("engine launcher: no python next to %s" % vllm)
+                    continue
+                argv = engine_launcher_argv(python, serve_argv)
+            else:
+                argv = serve_argv
+            state.update(argv=argv, launcher=kind, serve_argv=serve_argv)
+            try:
+                return run_one_probe(p, argv, env, expected_ranks, p["log_path"], identity=identity,
+                                     cwd=cwd, gpu_apps=gpu_apps)
+            except ProbeFailed as e:
+                last = e
+                more = i + 1 < len(launchers)
+                if not (more and fall_back_to_serve(kind, e.result.get("outcome"))):
+                    raise
+                fallbacks.append("engine launcher: %s" % e.msg)
+        if last is not None:
+            raise last
+        raise ProbeFailed("no launcher could run: %s" % "; ".join(fallbacks), outcome="error")
+
+    def cmds():
+        out = {"cmd": state.get("serve_argv") or state["argv"], "launcher": state["launcher"]}
+        if state["argv"] is not None:
+            out["launch_cmd"] = shown_argv(state["argv"])
+        return out
+
     try:
         try:
-            out = run_one_probe(p, argv, env, expected_ranks, p["log_path"])
+            out = launch(hf_overrides)
         except ProbeFailed as e:
             if not retry_full_model(probe_mode, e.result.get("outcome"), e.result.get("log_tail", "")):
                 raise
@@ -800,34 +1150,32 @@ def main():
             inputs, fingerprint = fp_for(probe_mode)
             base.update(fingerprint=fingerprint, inputs=inputs, probe_mode=probe_mode,
                         shrink_reason=shrink_reason)
-            argv = argv_for(None, p["port"] or free_port())
             hit = cache.get(fingerprint)
             if hit and not p["force"]:
                 exit_with_n(cached_result(base, hit, source="cache", changed=False,
                                           elapsed_s=elapsed()))
-            out = run_one_probe(p, argv, env, expected_ranks, p["log_path"])
+            out = launch(None)
     except ProbeFailed as e:
         kw = dict(e.result)
-        kw.update(cmd=argv)
+        kw.update(cmds())
+        if fallbacks:
+            kw["launcher_fallback"] = fallbacks
         if p["log_path"]:
             kw["log_path"] = p["log_path"]
         fail(e.msg, **kw)
     except ProbeInterrupted as e:
         fail("probe interrupted by signal %d; vLLM's process group was killed" % e.signum,
-             outcome="error", cmd=argv)
+             outcome="error", **cmds())
     except Exception as e:  # keep the message; the finally blocks already killed vLLM
-        fail("probe error: %s" % e, outcome="error", cmd=argv, exception=traceback.format_exc())
+        fail("probe error: %s" % e, outcome="error", exception=traceback.format_exc(), **cmds())
 
     entry = dict(base)
     entry.update(out)
-    entry.update(cmd=argv, probed_at=utcnow(), fingerprint=fingerprint)
-    cache_entry = dict((k, entry[k]) for k in CACHED_KEYS if k in entry)
-    changed = False
-    try:
-        store_cache(p["cache_path"], cache, fingerprint, cache_entry, keep=p["cache_keep"])
-        changed = True
-    except (IOError, OSError) as e:
-        module.warn("could not write the cache file %s: %s" % (p["cache_path"], e))
+    entry.update(cmds())
+    entry.update(probed_at=utcnow(), fingerprint=fingerprint)
+    if fallbacks:
+        entry["launcher_fallback"] = fallbacks
+    changed = store(entry)
     res = dict(entry)
     res.update(source="probe", changed=changed, elapsed_s=elapsed(), cache_file=p["cache_path"])
     if p["log_path"]:

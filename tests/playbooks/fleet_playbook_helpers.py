@@ -100,9 +100,20 @@ class PlaybookRunner:
         path.write_text(yaml.safe_dump(inventory, sort_keys=True))
         return str(path)
 
-    def run(self, playbook, inventory, *extra, timeout=300):
-        """Run ``playbook`` (a name under playbooks/, or an absolute path); returns (exit code, output)."""
+    def run(self, playbook, inventory, *extra, timeout=300, env=None):
+        """Run ``playbook`` (a name under playbooks/, or an absolute path); returns (exit code, output).
+
+        ``env`` adds environment variables; the example inventory reads its API key from
+        FLEET_VLLM_API_KEY, which is set to a test value unless ``env`` gives another (or None).
+        """
+        extra_env = {'FLEET_VLLM_API_KEY': 'test-api-key'}
+        extra_env.update(env or {})
         env = dict(os.environ)
+        for key, value in extra_env.items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
         env.update({
             'ANSIBLE_COLLECTIONS_PATH': self.collections,
             'ANSIBLE_FORCE_COLOR': 'false',

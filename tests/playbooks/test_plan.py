@@ -13,9 +13,16 @@ import json
 import os
 import re
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.systemd_quote import split_exec, unit_values
 from fleet_playbook_helpers import EXAMPLE, REPO_ROOT, assert_no_contact, fail_messages, read
 
 PLAN_INVENTORY = os.path.join(REPO_ROOT, 'tests', 'playbooks', 'inventories', 'plan')
+
+
+def exec_start(text):
+    """The argv systemd runs for the unit's ExecStart=."""
+    (value,) = [v for section, key, v in unit_values(text) if section == 'Service' and key == 'ExecStart']
+    return split_exec(value)
 
 
 def test_plan_example_fleet(runner, hf_env, tmp_path):
@@ -43,7 +50,9 @@ def test_plan_example_fleet(runner, hf_env, tmp_path):
         assert '--max-num-batched-tokens %d' % want['mnbt'] in vllm_unit
         assert '--tensor-parallel-size %d' % want['tp'] in vllm_unit
         assert '--port %d' % want['vllm_port'] in vllm_unit
-        assert '"lmcache.mp.port":%d' % want['lmcache_port'] in vllm_unit
+        argv = exec_start(vllm_unit)
+        transfer = json.loads(argv[argv.index('--kv-transfer-config') + 1])
+        assert transfer['kv_connector_extra_config']['lmcache.mp.port'] == want['lmcache_port']
         assert '--mamba-cache-mode align' in vllm_unit and '--enable-prefix-caching' in vllm_unit
 
         lmcache_unit = read(str(plan / host / 'etc' / 'systemd' / 'system' / 'lmcache-server.service'))

@@ -22,7 +22,7 @@ FIXTURES = os.path.join(UNIT_DIR, 'fixtures', 'models')
 
 FILTERS = FilterModule().filters()
 NAMES = ['lmcache_chunk_size', 'vllm_max_num_batched_tokens', 'lmcache_kv_transfer_config',
-         'fleet_validate', 'fleet_derive', 'predicted_block_size']
+         'host_plan_public', 'predicted_block_size']
 GOOD = {'vllm_server_model': 'Qwen/Qwen3.6-27B'}
 
 
@@ -131,39 +131,21 @@ def test_kv_transfer_config_filter_errors(args, text):
         FILTERS['lmcache_kv_transfer_config'](*args)
 
 
-# ----------------------------------------------------------------- fleet_validate / fleet_derive
+# ----------------------------------------------------------------- host_plan_public
 
-def test_fleet_validate_clean_and_dirty():
-    assert FILTERS['fleet_validate'](GOOD, 'gpu-03') == []
-    errors = FILTERS['fleet_validate']({'vllm_server_model': '', 'lmcache_server_eviction_policy': 'lru'}, 'gpu-03')
-    assert len(errors) == 2
-    assert all(error.startswith('host gpu-03: ') for error in errors)
-
-
-def test_fleet_validate_rejects_non_mapping():
-    with pytest.raises(AnsibleFilterError, match='dictionary'):
-        FILTERS['fleet_validate'](['x'], 'gpu-03')
-
-
-def test_fleet_derive_hybrid():
-    result = FILTERS['fleet_derive'](GOOD, 784, 'gpu-03')
-    assert result['chunk_size'] == 784
-    assert result['max_num_batched_tokens'] == 1567
-    assert result['separate_object_groups'] is True
-    assert result['kv_transfer_config']['kv_connector'] == 'LMCacheMPConnector'
-    assert result['warnings'] == []
-
-
-def test_fleet_derive_non_hybrid():
-    result = FILTERS['fleet_derive'](dict(GOOD, hybrid=False), 16, 'gpu-03')
-    assert result['chunk_size'] == 256
-    assert result['max_num_batched_tokens'] is None
-
-
-def test_fleet_derive_error_is_rule_message():
-    with pytest.raises(AnsibleFilterError) as info:
-        FILTERS['fleet_derive'](dict(GOOD, lmcache_server_chunk_size=1000), 784, 'gpu-03')
-    assert 'host gpu-03: lmcache_server_chunk_size=1000 is not a multiple of N=784; use 784 or 1568' in str(info.value)
+def test_host_plan_public_hides_the_secrets():
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import plan_host
+    plan = plan_host('gpu-03', dict(GOOD, vllm_server_api_key='sk-live-123', vllm_server_hf_token='hf_' + 'a' * 30,
+                                    vllm_server_env={'HF_HUB_OFFLINE': '1'}), n=784, n_kind='probed')
+    assert plan['vllm']['env_file']['VLLM_API_KEY'] == 'sk-live-123'
+    public = FILTERS['host_plan_public'](plan)
+    text = json.dumps(public)
+    assert 'sk-live-123' not in text and 'hf_aaaa' not in text
+    assert public['vllm']['env_file'] == {'VLLM_API_KEY': '<redacted>', 'HF_TOKEN': '<redacted>', 'HF_HUB_OFFLINE': '1'}
+    assert public['vllm']['env_file_lines'] == ['VLLM_API_KEY="<redacted>"', 'HF_TOKEN="<redacted>"', 'HF_HUB_OFFLINE="1"']
+    assert public['vllm']['argv'] == plan['vllm']['argv']
+    with pytest.raises(AnsibleFilterError, match='host plan'):
+        FILTERS['host_plan_public'](['x'])
 
 
 # ----------------------------------------------------------------- predicted_block_size

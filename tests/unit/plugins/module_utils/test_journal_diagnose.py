@@ -212,28 +212,3 @@ def test_filter_accepts_lines():
                                 'vllm', HOST)
     assert findings[0]['cause'] == 'mamba_cache_blocks'
     assert journal_diagnose(None)[0]['cause'] == 'unknown'
-
-
-def test_fleet_check_filter_collects_without_failing():
-    from ansible_collections.lmcache_vllm.fleet.plugins.filter.diagnose import fleet_check
-    settings = {'vllm_server_model': 'Qwen/Qwen3.6-27B', 'lmcache_server_chunk_size': 1000, 'vllm_server_port': 70000}
-    static = fleet_check(settings, None, HOST)
-    assert any('vllm_server_port=70000' in error for error in static['errors'])
-    assert not any('lmcache_server_chunk_size=1000' in error for error in static['errors'])
-    with_n = fleet_check(settings, 784, HOST)
-    assert any('lmcache_server_chunk_size=1000 is not a multiple of N=784' in error for error in with_n['errors'])
-    assert fleet_check({'vllm_server_model': 'Qwen/Qwen3.5-0.8B'}, 544, HOST) == {'errors': [], 'warnings': []}
-
-
-def test_fleet_check_refuses_lmcache_driven_on_cpu_with_two_users():
-    from ansible_collections.lmcache_vllm.fleet.plugins.filter.diagnose import fleet_check
-    settings = {'vllm_server_model': '/srv/models/qwen3-dense-tiny', 'hybrid': False, 'vllm_server_device': 'cpu',
-                'vllm_server_lmcache_transfer_mode': 'lmcache_driven', 'lmcache_server_user': 'lmcache',
-                'vllm_server_user': 'vllm'}
-    errors = fleet_check(settings, None, HOST)['errors']
-    assert errors == ['host gpu-01: lmcache_server_user=lmcache differs from vllm_server_user=vllm, but lmcache_driven '
-                      'transfer on CPU shares the KV cache through a shared-memory segment that only vLLM\'s user may open; '
-                      'set lmcache_server_user and lmcache_server_group to vLLM\'s user and group, or use engine_driven '
-                      'transfer (vllm_server_lmcache_transfer_mode=null and lmcache_server_supported_transfer_mode=auto)']
-    assert fleet_check(dict(settings, lmcache_server_user='vllm'), None, HOST)['errors'] == []
-    assert fleet_check(dict(settings, vllm_server_lmcache_transfer_mode=None), None, HOST)['errors'] == []

@@ -42,6 +42,9 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner im
 )
 
 LOGS = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "logs")
+SMI = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "nvidia-smi")
+# TEST DOUBLE of nvidia-smi (see its README): prints the files named by FAKE_NVIDIA_SMI_*
+FAKE_NVIDIA_SMI = os.path.abspath(os.path.join(SMI, "fake-nvidia-smi"))
 MODELS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "models")
 SHARED_CONFIG = "/work/shared/models/Qwen3.5-0.8B/config.json"
 
@@ -261,15 +264,17 @@ def test_cache_roundtrip_and_keep(tmp_path):
     cache = {}
     for i in range(5):
         cache = store_cache(path, cache, "fp%d" % i,
-                            {"vllm_block_size": i, "probed_at": "2026-01-0%dT00:00:00Z" % (i + 1)}, keep=3)
+                            {"vllm_block_size": i + 1, "inputs": {"fingerprint_version": 2},
+                             "probed_at": "2026-01-0%dT00:00:00Z" % (i + 1)}, keep=3)
     assert sorted(load_cache(path)) == ["fp2", "fp3", "fp4"]
+    assert load_cache(path)["fp4"]["schema"] == probe_runner.CACHE_SCHEMA
     assert oct(os.stat(path).st_mode & 0o777) == "0o644"
     assert not [n for n in os.listdir(os.path.dirname(path)) if n.startswith(".vllm_block_size.")]
     with open(path, "w") as f:
         f.write("not json")
     assert load_cache(path) == {}
     with open(path, "w") as f:
-        json.dump({"x": {"no": "n"}, "y": {"vllm_block_size": 1}}, f)
+        json.dump({"x": {"no": "n"}, "y": dict(cache["fp4"])}, f)
     assert list(load_cache(path)) == ["y"]
 
 
@@ -295,6 +300,9 @@ tp = int(sys.argv[sys.argv.index("--tensor-parallel-size") + 1]) if "--tensor-pa
 ranks = [subprocess.Popen([sys.executable, "-c",
     "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True: time.sleep(1)",
     "multi-gpu-vllm-double-Worker_TP%d" % r, scenario["marker"]]) for r in range(tp)]
+if scenario.get("pids_out"):
+    with open(scenario["pids_out"], "w") as f:
+        f.write(" ".join(str(p) for p in [os.getpid()] + [r.pid for r in ranks]))
 for delay, line in scenario["lines"]:
     time.sleep(delay)
     sys.stdout.write(line + "\n")
@@ -355,6 +363,8 @@ def multi_gpu_vllm_double(tmp_path, monkeypatch):
         kw["msg"] = msg
         raise FailJson(kw)
 
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", os.path.join(SMI, "synthetic-h200x2-query-gpu.txt"))
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_APPS", os.path.join(SMI, "synthetic-compute-apps-none.txt"))
     monkeypatch.setattr(basic.AnsibleModule, "exit_json", _exit_json)
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail_json)
 
@@ -363,15 +373,19 @@ def multi_gpu_vllm_double(tmp_path, monkeypatch):
         argv_out = str(tmp_path / "argv.json")
         cache = str(tmp_path / "facts.d" / "vllm_block_size.fact")
 
+        pids_out = str(tmp_path / "double.pids")
+
         def replay(self, lines, delay=0.0):
             """lines: log lines, or [delay, line] pairs."""
             pairs = [ln if isinstance(ln, list) else [delay, ln] for ln in lines]
             (tmp_path / "scenario.json").write_text(json.dumps(
-                {"argv_out": self.argv_out, "marker": self.marker, "lines": pairs}))
+                {"argv_out": self.argv_out, "marker": self.marker, "lines": pairs,
+                 "pids_out": self.pids_out}))
 
         def run(self, **kw):
             args = {"model": str(model), "vllm_executable": str(vllm), "cache_path": self.cache,
-                    "timeout": 30,
+                    "timeout": 30, "launcher": "serve", "nvidia_smi": FAKE_NVIDIA_SMI,
+                    "release_timeout": 5,
                     "env": {"MULTI_GPU_VLLM_DOUBLE_SCENARIO": str(tmp_path / "scenario.json")}}
             args.update(kw)
             if os.path.exists(self.argv_out):

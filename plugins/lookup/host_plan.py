@@ -1,0 +1,101 @@
+# -*- coding: utf-8 -*-
+# Copyright: lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: host_plan
+author: lmcache_vllm.fleet maintainers (@lmcache-vllm)
+short_description: The plan of the current host - every rule, flag, environment and probe input, computed once
+description:
+  - Collects every C(lmcache_server_*) and C(vllm_server_*) variable the current task sees (inventory, play, role
+    defaults, extra vars), fills the missing ones from the roles' C(defaults/main.yml), and returns the host's plan
+    (one mapping), computed on the control node without contacting the host.
+  - The plan holds C(errors) and C(warnings) (each naming the host, the variable and a valid value), C(derived)
+    (N, chunk size, max-num-batched-tokens, ...), the LMCache and vLLM argv lists with their environments and the
+    unit file fields already escaped for systemd (C(lmcache), C(vllm)), the probe module's arguments (C(probe)),
+    the inputs of N (C(n_inputs)) and the files a rollback restores (C(files)).
+  - Every playbook and role of the collection takes its values from this plan; templates only place them.
+  - Secrets (C(vllm_server_api_key), C(vllm_server_hf_token)) appear only under C(vllm.env_file) and
+    C(vllm.env_file_lines); register the result with C(no_log).
+options:
+  _terms:
+    description: Not used.
+    type: list
+    elements: str
+    required: false
+  block_size:
+    description:
+      - N for the N-dependent rules and flags; null checks only what does not depend on N (the host's
+        C(vllm_server_expected_block_size) is used then, when set).
+    type: raw
+  n_kind:
+    description: Where O(block_size) comes from.
+    type: str
+    choices: [expected, predicted, probed]
+  probe:
+    description: The probe module's result (its C(outcome) C(not_hybrid) marks a model that is not hybrid).
+    type: raw
+  prediction:
+    description: The prediction's details (filter P(lmcache_vllm.fleet.predicted_block_size#filter) with C(details=true)).
+    type: raw
+  prediction_problem:
+    description: Why N could not be predicted (a sentence naming the host).
+    type: str
+  check_names:
+    description: Report role-prefixed variables that neither role knows (with the closest known name).
+    type: bool
+    default: true
+"""
+
+EXAMPLES = r"""
+- name: Plan this host with its probed N
+  ansible.builtin.set_fact:
+    fleet_plan: "{{ lookup('lmcache_vllm.fleet.host_plan', block_size=vllm_block_size, n_kind='probed', probe=vllm_block_size_probe) }}"
+  no_log: true
+
+- name: Show what vLLM would run
+  ansible.builtin.debug:
+    msg: "{{ fleet_plan.vllm.argv | join(' ') }}"
+"""
+
+RETURN = r"""
+_raw:
+  description: One mapping, the host's plan (keys host, errors, warnings, derived, lmcache, vllm, probe, n_inputs, files, summary).
+  type: list
+  elements: dict
+"""
+
+from ansible.errors import AnsibleLookupError
+from ansible.plugins.lookup import LookupBase
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import VARIABLE_RE, plan_host
+
+KINDS = (None, 'expected', 'predicted', 'probed')
+
+
+class LookupModule(LookupBase):
+
+    def run(self, terms, variables=None, **kwargs):
+        if variables is None:
+            raise AnsibleLookupError('host_plan needs the task variables')
+        self.set_options(var_options=variables, direct=kwargs)
+        names = sorted(name for name in variables if VARIABLE_RE.match(name))
+        values = self._templar.template([variables[name] for name in names])
+        settings = dict(zip(names, values))
+        n_kind = self.get_option('n_kind')
+        if n_kind not in KINDS:
+            raise AnsibleLookupError('host_plan: n_kind=%s is not one of expected, predicted, probed' % n_kind)
+        block_size = self.get_option('block_size')
+        if isinstance(block_size, str) and not block_size.strip():
+            block_size = None
+        probe = self.get_option('probe')
+        prediction = self.get_option('prediction')
+        plan = plan_host(
+            variables.get('inventory_hostname'), settings, n=block_size, n_kind=n_kind,
+            probe=probe if isinstance(probe, dict) else None,
+            prediction=prediction if isinstance(prediction, dict) else None,
+            prediction_problem=self.get_option('prediction_problem') or None,
+            known=None if self.get_option('check_names') else False)
+        return [plan]

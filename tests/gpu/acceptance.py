@@ -1,0 +1,406 @@
+# -*- coding: utf-8 -*-
+# Copyright (C) 2026 lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""GPU acceptance harness: the collection's own units serve a hybrid model with LMCache hits.
+
+    python tests/gpu/acceptance.py --model-dir tests/fixtures/models/qwen3.5-0.8b \\
+        --host-vars tests/gpu/h200-host-vars.yml --out /tmp/acceptance.json
+
+On a host with a CUDA device, vLLM and LMCache installed (the venvs the host variables name):
+
+1. probes N with the collection's module ``block_size_probe`` (through ``ansible-playbook``);
+2. renders the units of one GPU host with ``playbooks/plan.yml`` (the host variables given, the model
+   directory, dummy weights, ``vllm_server_expected_block_size`` = the probed N);
+3. reads ``ExecStart=``, ``Environment=`` and ``EnvironmentFile=`` of the rendered
+   ``lmcache-server.service`` and ``vllm.service`` with systemd's quoting rules and starts exactly that
+   command and environment (no systemd needed; run as the current user, PATH as systemd sets it);
+4. waits for LMCache's ``/healthcheck`` and vLLM's ``/health``;
+5. sends a prompt of several N tokens, clears vLLM's own prefix cache (``POST /reset_prefix_cache``,
+   needs ``VLLM_SERVER_DEV_MODE=1`` in vLLM's environment) and sends it again;
+6. stops both (SIGTERM to the process group, as the units' ``KillSignal``) and checks that no process is
+   left and GPU memory is released.
+
+It passes when ``lmcache_mp_lookup_hit_tokens_total`` and ``vllm:external_prefix_cache_hits_total`` grew
+on the second request, the second answer at temperature 0 equals the first, nothing is left running and
+GPU memory is back. Without a CUDA device it writes ``{"skipped": ...}`` and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import gpulib as g  # noqa: E402
+from systemd_unit import service_command  # noqa: E402
+
+SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+HOST = "gpu-acceptance"
+
+
+def load_vars(path):
+    if not path:
+        return {}
+    with open(path) as fh:
+        text = fh.read()
+    try:
+        return json.loads(text)
+    except ValueError:
+        import yaml  # ansible-core depends on PyYAML
+        return yaml.safe_load(text) or {}
+
+
+def ansible_playbook_cmd():
+    try:
+        import ansible  # noqa: F401
+        return [sys.executable, "-m", "ansible.cli.playbook"]
+    except ImportError:
+        exe = shutil.which("ansible-playbook")
+        if not exe:
+            raise SystemExit("ansible-playbook not found (install ansible-core)")
+        return [exe]
+
+
+def collection_env(work):
+    """Environment for ansible-playbook with this checkout as lmcache_vllm.fleet."""
+    coll = os.path.join(work, "collections", "ansible_collections", "lmcache_vllm")
+    os.makedirs(coll, exist_ok=True)
+    link = os.path.join(coll, "fleet")
+    if not os.path.islink(link):
+        os.symlink(REPO, link)
+    env = dict(os.environ)
+    env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(work, "collections"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCAL_TEMP=os.path.join(work, "tmp"),
+               ANSIBLE_HOME=os.path.join(work, "ansible-home"))
+    env.setdefault("LC_ALL", "C.UTF-8")
+    return env
+
+
+PROBE_PLAY = """\
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Probe N
+      lmcache_vllm.fleet.block_size_probe: %(args)s
+      register: probe
+      ignore_errors: true
+    - name: Save the result
+      ansible.builtin.copy:
+        content: "{{ probe | to_json }}"
+        dest: %(out)s
+"""
+
+
+def probe(work, args, timeout=1200):
+    """The module through ansible-playbook on localhost; (result, wall seconds, log tail)."""
+    out = os.path.join(work, "probe-result.json")
+    if os.path.exists(out):
+        os.unlink(out)
+    play = os.path.join(work, "probe.yml")
+    with open(play, "w") as fh:
+        fh.write(PROBE_PLAY % {"args": json.dumps(args), "out": json.dumps(out)})
+    cmd = ansible_playbook_cmd() + ["-c", "local", "-i", "localhost,", play]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, env=collection_env(work), capture_output=True, text=True, timeout=timeout)
+    wall = time.monotonic() - t0
+    try:
+        with open(out) as fh:
+            res = json.load(fh)
+    except (OSError, ValueError):
+        res = {"failed": True, "msg": "no result", "rc": proc.returncode}
+    return res, wall, (proc.stdout + proc.stderr)[-3000:]
+
+
+def probe_args(model_dir, host_vars, n_timeout=900, shrink="auto", log_path=None, cache_path=None):
+    """Module arguments the vllm_server role would pass, from the host variables."""
+    venv = host_vars.get("vllm_server_venv", "/opt/vllm/venv")
+    args = {
+        "model": model_dir,
+        "vllm_executable": os.path.join(venv, "bin", "vllm"),
+        "tensor_parallel_size": int(host_vars.get("vllm_server_tensor_parallel_size", 1)),
+        "kv_cache_dtype": host_vars.get("vllm_server_kv_cache_dtype", "auto"),
+        "extra_args": list(host_vars.get("vllm_server_extra_args", [])),
+        "env": {k: str(v) for k, v in (host_vars.get("vllm_server_env") or {}).items()},
+        "timeout": n_timeout, "force": True, "shrink": shrink,
+        "language_model_only": bool(host_vars.get("vllm_server_language_model_only", True)),
+    }
+    if cache_path:
+        args["cache_path"] = cache_path
+    if log_path:
+        args["log_path"] = log_path
+    return args
+
+
+def render(work, model_dir, host_vars, n):
+    """Run plan.yml for one GPU host; returns the host's rendered tree (or raises with the log)."""
+    hv = dict(host_vars)
+    hv.setdefault("vllm_server_model", model_dir)
+    hv.setdefault("vllm_server_model_config", os.path.join(model_dir, "config.json"))
+    hv.setdefault("vllm_server_load_format", "dummy")
+    hv["vllm_server_expected_block_size"] = n
+    inv = {"all": {"children": {"vllm_hosts": {"hosts": {HOST: hv}}}}}
+    inv_dir = os.path.join(work, "inventory")
+    os.makedirs(inv_dir, exist_ok=True)
+    with open(os.path.join(inv_dir, "hosts.json"), "w") as fh:
+        json.dump(inv, fh, indent=1)
+    plan_dir = os.path.join(work, "plan")
+    cmd = ansible_playbook_cmd() + ["-i", os.path.join(inv_dir, "hosts.json"),
+                                    os.path.join(REPO, "playbooks", "plan.yml"), "-e", "fleet_plan_dir=" + plan_dir]
+    proc = subprocess.run(cmd, env=collection_env(work), capture_output=True, text=True, timeout=600, cwd=REPO)
+    with open(os.path.join(work, "plan.log"), "w") as fh:
+        fh.write(proc.stdout + proc.stderr)
+    root = os.path.join(plan_dir, HOST)
+    if proc.returncode != 0 or not os.path.isdir(root):
+        raise RuntimeError("plan.yml failed (rc=%s):\n%s" % (proc.returncode, (proc.stdout + proc.stderr)[-4000:]))
+    return root
+
+
+def unit_command(root, unit):
+    with open(os.path.join(root, "etc", "systemd", "system", unit + ".service")) as fh:
+        text = fh.read()
+    cmd = service_command(text, root=root)
+    env = {"PATH": SYSTEMD_PATH, "LANG": os.environ.get("LANG", "C.UTF-8")}
+    env.update(cmd["env"])
+    cmd["run_env"] = env
+    return cmd
+
+
+def flag(argv, name, default=None):
+    return argv[argv.index(name) + 1] if name in argv else default
+
+
+def first_choice(data):
+    ch = (data.get("choices") or [{}])[0]
+    lp = ch.get("logprobs") or {}
+    return ch.get("text"), lp.get("tokens"), lp.get("token_logprobs")
+
+
+def wait_store(lmc_metrics_url, before, settle=3.0, timeout=30.0):
+    """Wait until LMCache's stored-chunk counter stops growing (stores are asynchronous)."""
+    deadline = time.monotonic() + timeout
+    last = before
+    stable_since = time.monotonic()
+    while time.monotonic() < deadline:
+        cur = g.metric(g.scrape(lmc_metrics_url), "lmcache_mp_l1_write_chunks_total")
+        if cur != last:
+            last, stable_since = cur, time.monotonic()
+        elif cur > before and time.monotonic() - stable_since >= settle:
+            break
+        time.sleep(0.5)
+    return last
+
+
+def ancestors(pid):
+    """pid and every parent above it (the harness and whatever started it are not leftovers)."""
+    out = set()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        try:
+            with open("/proc/%d/stat" % pid) as fh:
+                pid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return out
+
+
+def run(args):
+    res = {"model_dir": args.model_dir, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "checks": {}, "timings_s": {}}
+    if not g.cuda_device_present():
+        res["skipped"] = "no CUDA device (nvidia-smi lists no GPU)"
+        return res
+    host_vars = load_vars(args.host_vars)
+    work = args.workdir or tempfile.mkdtemp(prefix="fleet-gpu-acceptance-")
+    os.makedirs(work, exist_ok=True)
+    logs = args.logs or os.path.join(work, "logs")
+    os.makedirs(logs, exist_ok=True)
+    res["workdir"], res["logs"] = work, logs
+    res["nvidia_smi"] = subprocess.run(
+        ["nvidia-smi", "--query-gpu=index,name,memory.total,driver_version,compute_cap", "--format=csv,noheader"],
+        capture_output=True, text=True, check=False).stdout.strip()
+    baseline = (g.gpu_memory_used_mib() or [0])[0]
+    res["gpu_memory_baseline_mib"] = baseline
+
+    # 1. N from the collection's module on this host.
+    if args.n:
+        n = args.n
+        res["probe"] = {"skipped": "N given on the command line", "N": n}
+    else:
+        pr, wall, out = probe(work, probe_args(os.path.abspath(args.model_dir), host_vars, shrink=args.probe_shrink,
+                                               log_path=os.path.join(logs, "probe-vllm.log"),
+                                               cache_path=os.path.join(work, "facts.d", "vllm_block_size.fact")))
+        res["probe"] = {k: pr.get(k) for k in ("vllm_block_size", "source", "outcome", "reason", "vllm_version",
+                                               "platform", "probe_mode", "shrink_reason", "elapsed_s",
+                                               "probe_elapsed_s", "log_line", "failed", "msg")}
+        res["timings_s"]["probe"] = round(wall, 1)
+        if pr.get("failed") or not pr.get("vllm_block_size"):
+            res["probe"]["output_tail"] = out
+            res["result"] = "fail"
+            res["reason"] = "the probe did not return N"
+            return res
+        n = int(pr["vllm_block_size"])
+    res["N"] = n
+
+    # 2. The units a GPU host gets.
+    try:
+        root = render(work, os.path.abspath(args.model_dir), host_vars, n)
+    except RuntimeError as exc:
+        res["result"], res["reason"] = "fail", str(exc)[-3000:]
+        return res
+    lmc, vll = unit_command(root, "lmcache-server"), unit_command(root, "vllm")
+    res["units"] = {"lmcache-server": {k: lmc[k] for k in ("argv", "env", "env_files", "user", "working_directory")},
+                    "vllm": {k: vll[k] for k in ("argv", "env", "env_files", "user", "working_directory")}}
+    for k in ("HF_TOKEN", "VLLM_API_KEY"):
+        for u in res["units"].values():
+            if k in u["env"]:
+                u["env"][k] = "<redacted>"
+    chunk = int(flag(lmc["argv"], "--chunk-size"))
+    mnbt = int(flag(vll["argv"], "--max-num-batched-tokens"))
+    res["checks"]["chunk_size_multiple_of_N"] = chunk % n == 0
+    res["checks"]["mnbt_in_[N,2N)"] = n <= mnbt < 2 * n
+    lmc_http = "http://%s:%s" % (flag(lmc["argv"], "--http-host", "127.0.0.1"), flag(lmc["argv"], "--http-port", "8080"))
+    vhost = flag(vll["argv"], "--host", "127.0.0.1")
+    base = "http://%s:%s" % ("127.0.0.1" if vhost in ("0.0.0.0", "::") else vhost, flag(vll["argv"], "--port", "8000"))
+    model_name = flag(vll["argv"], "--served-model-name") or vll["argv"][2]
+    for cmd in (lmc, vll):
+        wd = cmd["working_directory"]
+        if wd:
+            os.makedirs(wd, exist_ok=True)
+        if cmd["env"].get("HOME"):
+            os.makedirs(cmd["env"]["HOME"], exist_ok=True)
+
+    lmc_proc = vll_proc = None
+    sampler = g.GpuSampler(0.5)
+    sampler.start()
+    try:
+        # 3-4. Start exactly the rendered commands.
+        t0 = time.monotonic()
+        lmc_proc = g.start(lmc["argv"], lmc["run_env"], os.path.join(logs, "lmcache-server.log"),
+                           cwd=lmc["working_directory"])
+        ok = g.wait_http(lmc_http + "/healthcheck", args.lmcache_timeout, [lmc_proc])
+        res["timings_s"]["lmcache_healthy"] = round(time.monotonic() - t0, 1)
+        res["checks"]["lmcache_healthy"] = ok
+        if not ok:
+            raise RuntimeError("LMCache server not healthy")
+        t1 = time.monotonic()
+        vll_proc = g.start(vll["argv"], vll["run_env"], os.path.join(logs, "vllm.log"), cwd=vll["working_directory"])
+        ok = g.wait_http(base + "/health", args.health_timeout, [vll_proc, lmc_proc])
+        res["timings_s"]["vllm_healthy"] = round(time.monotonic() - t1, 1)
+        res["checks"]["vllm_healthy"] = ok
+        if not ok:
+            raise RuntimeError("vLLM not healthy (rc=%s)" % vll_proc.poll())
+
+        # 5. The same long prompt twice around a reset of vLLM's own prefix cache.
+        prompt = g.prompt_text(args.prompt_blocks * n + n // 3, seed=args.seed)
+        res["prompt_chars"] = len(prompt)
+        lm0, vm0 = g.scrape(lmc_http + "/metrics"), g.scrape(base + "/metrics")
+        s1, d1, t_1 = g.completion(base, model_name, prompt, max_tokens=args.max_tokens)
+        res["request1"] = {"status": s1, "seconds": round(t_1, 3), "usage": d1.get("usage")}
+        if s1 != 200:
+            res["request1"]["body"] = d1
+            raise RuntimeError("first request failed")
+        chunks = wait_store(lmc_http + "/metrics", g.metric(lm0, "lmcache_mp_l1_write_chunks_total"))
+        rs = g.http("POST", base + "/reset_prefix_cache", timeout=60)
+        res["reset_prefix_cache"] = rs[0]
+        lm1, vm1 = g.scrape(lmc_http + "/metrics"), g.scrape(base + "/metrics")
+        s2, d2, t_2 = g.completion(base, model_name, prompt, max_tokens=args.max_tokens)
+        res["request2"] = {"status": s2, "seconds": round(t_2, 3), "usage": d2.get("usage")}
+        time.sleep(1.0)
+        lm2, vm2 = g.scrape(lmc_http + "/metrics"), g.scrape(base + "/metrics")
+
+        def delta(after, before, name):
+            return g.metric(after, name) - g.metric(before, name)
+
+        res["metrics"] = {
+            "lmcache_mp_l1_write_chunks_total (request 1)": chunks - g.metric(lm0, "lmcache_mp_l1_write_chunks_total"),
+            "lmcache_mp_lookup_hit_tokens_total (request 2)": delta(lm2, lm1, "lmcache_mp_lookup_hit_tokens_total"),
+            "lmcache_mp_lookup_requested_tokens_total (request 2)": delta(lm2, lm1, "lmcache_mp_lookup_requested_tokens_total"),
+            "vllm:external_prefix_cache_hits_total (request 2)": delta(vm2, vm1, "vllm:external_prefix_cache_hits_total"),
+            "vllm:external_prefix_cache_queries_total (request 2)": delta(vm2, vm1, "vllm:external_prefix_cache_queries_total"),
+            "vllm:prefix_cache_hits_total (request 2)": delta(vm2, vm1, "vllm:prefix_cache_hits_total"),
+            "vllm:external_prefix_cache_hits_total (request 1)": delta(vm1, vm0, "vllm:external_prefix_cache_hits_total"),
+        }
+        res["checks"]["reset_prefix_cache_200"] = rs[0] == 200
+        res["checks"]["lmcache_hit_tokens_grew"] = res["metrics"]["lmcache_mp_lookup_hit_tokens_total (request 2)"] > 0
+        res["checks"]["vllm_external_hits_grew"] = res["metrics"]["vllm:external_prefix_cache_hits_total (request 2)"] > 0
+        text1, tok1, lp1 = first_choice(d1)
+        text2, tok2, lp2 = first_choice(d2)
+        res["answers"] = {"text1": text1, "text2": text2, "tokens1": tok1, "tokens2": tok2,
+                          "logprobs1": lp1, "logprobs2": lp2}
+        res["checks"]["same_answer_at_temperature_0"] = s2 == 200 and text1 == text2 and tok1 == tok2
+    except Exception as exc:  # noqa: BLE001 - every failure ends in the result file
+        res["error"] = "%s: %s" % (type(exc).__name__, exc)
+    finally:
+        # 6. Stop vLLM, then LMCache (the units' order), and look for leftovers.
+        t2 = time.monotonic()
+        left = g.stop(vll_proc, timeout=60) if vll_proc else []
+        left += g.stop(lmc_proc, timeout=60) if lmc_proc else []
+        res["timings_s"]["stop"] = round(time.monotonic() - t2, 1)
+        res["leftover_pids"] = left
+        stray = []
+        venvs = {os.path.dirname(os.path.dirname(lmc["argv"][0])), os.path.dirname(os.path.dirname(vll["argv"][0]))}
+        mine = ancestors(os.getpid())
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) not in mine:
+                try:
+                    with open("/proc/%s/cmdline" % entry, "rb") as fh:
+                        cl = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
+                except OSError:
+                    continue
+                if any(v + "/bin/" in cl for v in venvs) and "block_size_probe" not in cl:
+                    stray.append([int(entry), cl[:200]])
+        res["stray_processes"] = stray
+        released = g.wait_gpu_released(baseline, timeout=90)
+        sampler.stop()
+        res["gpu_memory_peak_mib"] = sampler.peak
+        res["gpu_memory_after_mib"] = released
+        res["checks"]["nothing_left_running"] = not left and not stray
+        res["checks"]["gpu_memory_released"] = released is not None and released <= baseline + 1024
+        for name in ("lmcache-server.log", "vllm.log"):
+            res.setdefault("log_tails", {})[name] = g.tail(os.path.join(logs, name), 30)
+    res["result"] = "pass" if res["checks"] and all(res["checks"].values()) and "error" not in res else "fail"
+    return res
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model-dir", required=True, help="model directory (config.json + tokenizer, no weights needed)")
+    p.add_argument("--out", required=True, help="results JSON path")
+    p.add_argument("--host-vars", help="YAML or JSON file of the GPU host's inventory variables")
+    p.add_argument("--workdir", help="work directory (inventory, plan, probe cache); default a new temporary one")
+    p.add_argument("--logs", help="directory for the LMCache, vLLM and probe logs (default <workdir>/logs)")
+    p.add_argument("--n", type=int, help="skip the probe and use this N")
+    p.add_argument("--probe-shrink", default="auto", choices=["auto", "never"])
+    p.add_argument("--prompt-blocks", type=int, default=6, help="prompt length in multiples of N")
+    p.add_argument("--max-tokens", type=int, default=24)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--lmcache-timeout", type=float, default=300)
+    p.add_argument("--health-timeout", type=float, default=1200)
+    args = p.parse_args(argv)
+    res = run(args)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump(res, fh, indent=1)
+    if "skipped" in res:
+        print("SKIPPED: " + res["skipped"])
+        return 0
+    print("result: %s  N=%s  checks: %s" % (res.get("result"), res.get("N"),
+                                            ", ".join("%s=%s" % kv for kv in res["checks"].items())))
+    if res.get("error"):
+        print("error: " + res["error"])
+    return 0 if res.get("result") == "pass" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
