@@ -173,7 +173,45 @@ def one_value(label, mnbt, args, logs, idx):
             r["vllm_log_errors"] = [ln for ln in g.tail(vl.log_path, 400) if "Error" in ln or "error" in ln][-5:]
 
 
+def plot(json_path, png_path):
+    """Four panels from a results JSON: prefill throughput, TTFT, running batch over time, stored chunks."""
+    import matplotlib  # pylint: disable=import-error
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-error
+    with open(json_path) as fh:
+        rep = json.load(fh)
+    runs = [r for r in rep["runs"] if r.get("prefill_throughput_tok_s")]
+    labels = ["%s\n(%d)" % (r["label"], r["max_num_batched_tokens"]) for r in runs]
+    fig, ax = plt.subplots(2, 2, figsize=(12, 8))
+    ax[0][0].bar(labels, [r["prefill_throughput_tok_s"] for r in runs], color="#3b75af")
+    ax[0][0].set_title("prefill throughput (prompt tokens / s)")
+    for i, r in enumerate(runs):
+        ax[0][0].text(i, r["prefill_throughput_tok_s"], "%.0f" % r["prefill_throughput_tok_s"], ha="center", va="bottom")
+    ax[0][1].bar(labels, [r["ttft_s"]["p50"] for r in runs], color="#ef8636", label="p50")
+    ax[0][1].plot(labels, [r["ttft_s"]["max"] for r in runs], "kv", label="max")
+    ax[0][1].set_title("time to first token (s)")
+    ax[0][1].legend()
+    for r in runs:
+        xs = [s[0] for s in r["running_samples"]]
+        ys = [s[1] for s in r["running_samples"]]
+        ax[1][0].plot(xs, ys, label="%s (%d)" % (r["label"], r["max_num_batched_tokens"]))
+    ax[1][0].set_title("vllm:num_requests_running during the load")
+    ax[1][0].set_xlabel("s since the load started")
+    ax[1][0].legend()
+    ax[1][1].bar(labels, [r["lmcache_stored_chunks"] for r in runs], color="#519e3e")
+    ax[1][1].set_title("LMCache stored chunks (lmcache_mp_l1_write_chunks_total)")
+    fig.suptitle("N=%d, %d cold requests x %d prompt tokens, %d output tokens%s" % (
+        rep["N"], rep["requests"], rep["prompt_tokens"], rep["output_tokens"],
+        ", --enforce-eager" if rep.get("enforce_eager") else ""))
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=90)
+    return png_path
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--plot":
+        plot(sys.argv[2], sys.argv[3])
+        return
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--venv", required=True)
     p.add_argument("--n", type=int, required=True, help="N that vLLM printed for this model on this host")

@@ -17,10 +17,13 @@ __metaclass__ = type
 
 import re
 
-# Asked of nvidia-smi, in this order. compute_cap needs a driver from 2021 or later: without it the
-# query is asked again without that field.
+# Asked of nvidia-smi, in this order. A driver that does not know a field makes nvidia-smi refuse the
+# whole query: the query is then asked again with fewer fields (BASIC_FIELDS, then without compute_cap,
+# which needs a driver from 2021 or later); the missing values are null.
 QUERY_FIELDS = ('index', 'name', 'uuid', 'memory.total', 'memory.used', 'memory.free', 'utilization.gpu',
                 'driver_version', 'compute_cap', 'pci.bus_id')
+BASIC_FIELDS = ('index', 'name', 'uuid', 'memory.total', 'memory.used', 'driver_version', 'compute_cap')
+FALLBACK_FIELDS = (QUERY_FIELDS, BASIC_FIELDS, tuple(f for f in BASIC_FIELDS if f != 'compute_cap'))
 _KEYS = {
     'index': 'index', 'name': 'name', 'uuid': 'uuid', 'memory.total': 'memory_total_mib',
     'memory.used': 'memory_used_mib', 'memory.free': 'memory_free_mib', 'utilization.gpu': 'utilization_pct',
@@ -85,17 +88,17 @@ def gpu_inventory(run_command, nvidia_smi='nvidia-smi'):
     """List of GPUs (dicts: index, name, uuid, memory_total_mib, memory_used_mib, memory_free_mib,
     utilization_pct, driver_version, compute_cap, pci_bus_id). Raises NvidiaSmiError when
     nvidia-smi fails, OSError when it cannot be run."""
-    fields = QUERY_FIELDS
-    rc, out, err = run_command(query_argv(nvidia_smi, fields))
-    if rc != 0 and _NOT_VALID_FIELD_RE.search((out or '') + (err or '')):
-        fields = tuple(f for f in QUERY_FIELDS if f != 'compute_cap')
+    for fields in FALLBACK_FIELDS:
         rc, out, err = run_command(query_argv(nvidia_smi, fields))
+        if rc == 0 or not _NOT_VALID_FIELD_RE.search((out or '') + (err or '')):
+            break
     if rc != 0:
         output = '\n'.join(part.strip() for part in (out, err) if part and part.strip())
         raise NvidiaSmiError('nvidia-smi --query-gpu failed (rc %s): %s' % (rc, first_line(output)), rc, output)
     gpus = parse_query_csv(out, fields)
     for gpu in gpus:
-        gpu.setdefault('compute_cap', None)
+        for field in QUERY_FIELDS:
+            gpu.setdefault(_KEYS[field], None)
     return gpus
 
 

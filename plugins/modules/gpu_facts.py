@@ -77,8 +77,9 @@ options:
     type: str
     default: fleet_gpus
 notes:
-  - C(nvidia-smi --query-gpu=compute_cap) needs a driver from 2021 or later; with an older one the module asks
-    again without it (C(compute_cap) is then null).
+  - A driver that does not know one of the fields asked for (C(compute_cap) needs a driver from 2021 or later)
+    makes nvidia-smi refuse the whole query; the module asks again with fewer fields, and the values it could not
+    read are null.
 seealso:
   - module: lmcache_vllm.fleet.service_info
 """

@@ -3,14 +3,15 @@
 """TEST DOUBLE of nvidia-smi for hosts without an NVIDIA GPU (the CPU sandbox, the unit tests).
 
 It answers the two calls the collection makes from saved nvidia-smi output of one fixture set,
-chosen by FLEET_FAKE_NVIDIA_SMI (default h200x2) in FLEET_FAKE_NVIDIA_SMI_DIR (default
-tests/unit/fixtures/nvidia-smi):
+chosen by FLEET_FAKE_NVIDIA_SMI (default h200: captured on a real H200 host) in
+FLEET_FAKE_NVIDIA_SMI_DIR (default tests/unit/fixtures/nvidia-smi):
 
   nvidia-smi --query-gpu=F1,F2,... --format=csv,noheader,nounits
-      the requested columns of <set>-query.csv (saved with --format=csv,nounits, header included);
+      the requested columns of <set>-query.csv (saved with --format=csv,nounits, header included),
+      or of <set>-query-gpu.txt (saved with --format=csv,noheader,nounits for CAPTURED_FIELDS);
       a field the set does not have: 'Field "F" is not a valid field to query.', exit 2
   nvidia-smi (no argument)
-      <set>-plain.txt
+      <set>-nvidia-smi.txt
   any call, when <set>-fail.txt exists
       that text, exit 9 (what nvidia-smi does when it cannot reach the driver)
 """
@@ -21,7 +22,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DIRECTORY = os.environ.get('FLEET_FAKE_NVIDIA_SMI_DIR') or os.path.join(HERE, '..', 'unit', 'fixtures', 'nvidia-smi')
-NAME = os.environ.get('FLEET_FAKE_NVIDIA_SMI') or 'h200x2'
+NAME = os.environ.get('FLEET_FAKE_NVIDIA_SMI') or 'h200'
+# The fields of the captured <set>-query-gpu.txt files, in their order.
+CAPTURED_FIELDS = ['index', 'name', 'uuid', 'memory.total', 'memory.used', 'driver_version', 'compute_cap']
 
 
 def path(suffix):
@@ -35,12 +38,17 @@ def main(argv):
         return 9
     query = [a.split('=', 1)[1] for a in argv if a.startswith('--query-gpu=')]
     if not query:
-        with open(path('plain.txt')) as handle:
+        with open(path('nvidia-smi.txt')) as handle:
             sys.stdout.write(handle.read())
         return 0
-    with open(path('query.csv')) as handle:
-        rows = list(csv.reader(handle, skipinitialspace=True))
-    header = [cell.split(' [')[0].strip() for cell in rows[0]]
+    if os.path.exists(path('query.csv')):
+        with open(path('query.csv')) as handle:
+            rows = list(csv.reader(handle, skipinitialspace=True))
+        header = [cell.split(' [')[0].strip() for cell in rows[0]]
+    else:
+        with open(path('query-gpu.txt')) as handle:
+            rows = [CAPTURED_FIELDS] + list(csv.reader(handle, skipinitialspace=True))
+        header = CAPTURED_FIELDS
     fields = query[0].split(',')
     for field in fields:
         if field not in header:

@@ -32,6 +32,8 @@ import pytest
 from fleet_playbook_helpers import NO_CONTACT, assert_no_contact
 
 FP = 'f' * 64
+# nvidia-smi on this machine without a GPU: a TEST DOUBLE printing saved H200 output.
+DOUBLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'doubles', 'nvidia-smi-double')
 LMCACHE_METRICS = ('# TYPE lmcache_mp_lookup_hit_tokens_total counter\n'
                    'lmcache_mp_lookup_requested_tokens_total{cache_salt="",model_name="tiny-dense"} 2000.0\n'
                    'lmcache_mp_lookup_hit_tokens_total{cache_salt="",model_name="tiny-dense"} 1500.0\n')
@@ -135,15 +137,17 @@ def serving_host_files(tmp_path):
 # status.yml
 # ---------------------------------------------------------------------------
 
-def test_status_of_a_serving_host_and_an_unreachable_one(runner, tmp_path, endpoints):
+def test_status_of_a_serving_host_and_an_unreachable_one(runner, tmp_path, endpoints, monkeypatch):
     serving_host_files(tmp_path)
+    monkeypatch.setenv('FLEET_FAKE_NVIDIA_SMI', 'h200')
     hosts = {
-        'localhost': local_host(tmp_path, vllm_server_port=endpoints['vllm'], lmcache_server_http_port=endpoints['lmcache']),
+        'localhost': local_host(tmp_path, vllm_server_port=endpoints['vllm'], lmcache_server_http_port=endpoints['lmcache'],
+                                fleet_nvidia_smi=DOUBLE),
         'gone-01': dict(NO_CONTACT, vllm_server_model='Qwen/Qwen3.5-0.8B'),
     }
     reports = tmp_path / 'reports'
     code, output = runner.run('status.yml', write_inventory(tmp_path, hosts), '-e', 'ansible_become=false',
-                              '-e', 'fleet_status_dir=%s' % reports, '-e', 'fleet_status_gpus=false')
+                              '-e', 'fleet_status_dir=%s' % reports)
     assert code == 0, output[-6000:]
 
     table = (reports / 'fleet.txt').read_text().splitlines()
@@ -151,7 +155,8 @@ def test_status_of_a_serving_host_and_an_unreachable_one(runner, tmp_path, endpo
     assert header[:5] == ['host', 'state', 'lmcache', 'vllm', 'model']
     local = next(line for line in table if line.startswith('localhost '))
     # no systemd on this machine: the units read as absent, everything else is read for real
-    assert re.search(r'localhost +absent +absent +absent +tiny-dense +640 \(probe\) +0\.32\.0 / 0\.5\.6 +- +75\.0% +25\.0% +0\.0%', local), table
+    assert re.search(r'localhost +absent +absent +absent +tiny-dense +640 \(probe\) +0\.32\.0 / 0\.5\.6 '
+                     r'+1x NVIDIA H200 0/140 GiB +75\.0% +25\.0% +0\.0%', local), table
     gone = next(line for line in table if line.startswith('gone-01 '))
     assert gone.split()[1] in ('error', 'unreachable')
     assert '2 host(s): 1 absent, 1 %s' % gone.split()[1] in table
@@ -168,6 +173,7 @@ def test_status_of_a_serving_host_and_an_unreachable_one(runner, tmp_path, endpo
     assert result['metrics']['vllm']['external_hit_ratio'] == 0.25
     assert result['services']['vllm']['health']['ok'] is True
     assert result['changed'] is False
+    assert result['gpus']['count'] == 1 and result['gpus']['cuda_version'] == '13.0'
 
     html = (reports / 'fleet.html').read_text()
     assert html.startswith('<!--') and '<!DOCTYPE html>' in html
@@ -315,3 +321,39 @@ def test_remove_names_an_account_it_does_not_own(runner, tmp_path):
     assert code == 0, output[-6000:]
     assert 'host localhost: user root is left in place' in output
     assert stat.S_ISDIR(os.stat('/root').st_mode)
+
+
+# ---------------------------------------------------------------------------
+# gpus.yml (nvidia-smi is tests/doubles/nvidia-smi-double, a TEST DOUBLE printing saved H200 output)
+# ---------------------------------------------------------------------------
+
+def gpu_host(**host_vars):
+    merged = {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable,
+              'fleet_nvidia_smi': DOUBLE, 'vllm_server_model': 'Qwen/Qwen3.6-27B'}
+    merged.update(host_vars)
+    return merged
+
+
+def test_gpus_of_a_fitting_request(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv('FLEET_FAKE_NVIDIA_SMI', 'h200')
+    inventory = write_inventory(tmp_path, {'localhost': gpu_host(vllm_server_gpus=[0])})
+    code, output = runner.run('gpus.yml', inventory, '-e', 'fleet_gpus_required_cuda=13.0')
+    assert code == 0, output[-4000:]
+    assert '"localhost: 1 NVIDIA GPU(s), driver 580.159.04, CUDA 13.0"' in output
+    assert '"  0 NVIDIA H200 GPU-16e372bb-2e51-16e4-aee1-58f355b079c4 143771 MiB, 0 MiB used, compute 9.0"' in output
+
+
+def test_gpus_problems_of_the_whole_fleet_at_once(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv('FLEET_FAKE_NVIDIA_SMI', 'h200x2')
+    hosts = {'localhost': gpu_host(vllm_server_tensor_parallel_size=2, vllm_server_gpus=[0, 3])}
+    code, output = runner.run('gpus.yml', write_inventory(tmp_path, hosts))
+    assert code != 0
+    assert '1 GPU problem(s), nothing was changed: host localhost: vllm_server_gpus names GPU 3' in output
+    monkeypatch.setenv('FLEET_FAKE_NVIDIA_SMI', 'no-driver')
+    code, output = runner.run('gpus.yml', write_inventory(tmp_path, {'localhost': gpu_host()}))
+    assert code != 0
+    assert 'host localhost: vllm_server_device=cuda but no working NVIDIA driver' in output
+    # a CPU host without a driver is fine
+    code, output = runner.run('gpus.yml', write_inventory(tmp_path, {'localhost': gpu_host(vllm_server_device='cpu')}))
+    assert code == 0, output[-4000:]
+    assert 'localhost: no working NVIDIA driver: no NVIDIA driver answers on the host' in output

@@ -50,7 +50,7 @@ REQUIRED = ('MANIFEST.json', 'FILES.json', 'README.md', 'COPYING', 'meta/runtime
             'plugins/module_utils/prometheus_text.py', 'plugins/module_utils/gpu_facts.py',
             'plugins/module_utils/journal_diagnose.py', 'plugins/filter/day2.py', 'plugins/lookup/model_config.py',
             'playbooks/deploy.yml', 'playbooks/plan.yml', 'playbooks/validate.yml', 'playbooks/status.yml',
-            'playbooks/remove.yml', 'playbooks/monitoring.yml', 'playbooks/vars/fleet_host.yml',
+            'playbooks/remove.yml', 'playbooks/monitoring.yml', 'playbooks/gpus.yml', 'playbooks/vars/fleet_host.yml',
             'playbooks/templates/status/fleet.html.j2', 'docs/upgrades.md', 'changelogs/changelog.yaml')
 
 

@@ -9,7 +9,6 @@ there, when present, are captured on a real H200 host and parsed as they are.
 
 from __future__ import annotations
 
-import glob
 import os
 import subprocess
 
@@ -64,8 +63,8 @@ def test_facts_add_driver_and_cuda_version_from_the_header():
 def test_an_old_driver_without_compute_cap_is_asked_again_without_it():
     run = runner('old-driver')
     facts = gf.gpu_facts(run, DOUBLE)
-    assert len([c for c in run.calls if any(a.startswith('--query-gpu=') for a in c)]) == 2
-    assert 'compute_cap' not in run.calls[1][1]
+    assert len([c for c in run.calls if any(a.startswith('--query-gpu=') for a in c)]) == 3
+    assert 'compute_cap' not in run.calls[2][1]
     assert facts['count'] == 2 and facts['cuda_version'] == '11.4'
     assert facts['gpus'][0]['compute_cap'] is None
     # [N/A] and [Not Supported] become null
@@ -98,13 +97,23 @@ def test_parse_helpers():
     assert gf.parse_query_csv('0, a, b\n', ('index', 'name')) == []
 
 
-@pytest.mark.parametrize('path', sorted(glob.glob(os.path.join(FIXTURES, 'h200-*.txt'))))
-def test_captures_of_a_real_h200_parse(path):
-    with open(path) as handle:
-        text = handle.read()
-    driver, cuda = gf.parse_header(text)
-    rows = [line for line in text.splitlines() if line.count(',') == len(gf.QUERY_FIELDS) - 1]
-    assert driver or cuda or rows, 'nothing nvidia-smi-like in %s' % path
+def test_the_captures_of_a_real_h200_host():
+    """h200-*.txt: nvidia-smi 580.159.04 on an H200 host, captured as they are (the basic query fields)."""
+    run = runner('h200')
+    facts = gf.gpu_facts(run, DOUBLE)
+    assert facts['driver_present'] is True
+    assert (facts['driver_version'], facts['cuda_version'], facts['count']) == ('580.159.04', '13.0', 1)
+    (gpu,) = facts['gpus']
+    assert gpu['index'] == 0 and gpu['name'] == 'NVIDIA H200' and gpu['uuid'].startswith('GPU-')
+    assert (gpu['memory_total_mib'], gpu['memory_used_mib'], gpu['compute_cap']) == (143771, 0, '9.0')
+    # asked again with the fields the capture has; the others are null
+    assert gpu['memory_free_mib'] is None and gpu['utilization_pct'] is None
+    with open(os.path.join(FIXTURES, 'h200-query-gpu.txt')) as handle:
+        assert gf.parse_query_csv(handle.read(), gf.BASIC_FIELDS)[0]['uuid'] == gpu['uuid']
+    assert gf.check_gpu_request('h200-host', facts, 'cuda', 1, ['0'], required_cuda_version='13.0')['errors'] == []
+    assert gf.check_gpu_request('h200-host', facts, 'cuda', 2, [])['errors'] == [
+        'host h200-host: vllm_server_tensor_parallel_size=2 but nvidia-smi sees 1 GPU(s) (0: NVIDIA H200); '
+        'use at most 1']
 
 
 # ---------------------------------------------------------------------------
