@@ -745,7 +745,7 @@ def gpu_memory_plan(gpus, utilization, min_utilization=0.05, fit=True, margin_mi
     room = int(min(fractions) * 100) / 100.0
     what = ("GPU %s (%s) has %d MiB free of %d MiB (%d MiB used by other processes, %d MiB kept for "
             "vLLM's CUDA context)" % (tight["index"], tight["name"], tight["free_mib"], tight["total_mib"],
-                                     tight["used_mib"], margin_mib))
+                                      tight["used_mib"], margin_mib))
     if fit and room >= min_utilization:
         plan.update(utilization=room, lowered=True,
                     reason="%s: lowered the probe's gpu_memory_utilization from %s to %s to run beside "

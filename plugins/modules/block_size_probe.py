@@ -1012,7 +1012,7 @@ def decide(module, p, base, cache, fingerprint, elapsed, exit_with_n, fail, ctx)
         cache_entry = dict((k, entry[k]) for k in CACHED_KEYS if k in entry)
         try:
             store_cache(p["cache_path"], cache, entry["fingerprint"], cache_entry, keep=p["cache_keep"],
-                        mover=lambda src, dest: module.atomic_move(src, dest))
+                        mover=module.atomic_move)
             return True
         except (IOError, OSError) as e:
             module.warn("could not write the cache file %s: %s" % (p["cache_path"], e))
@@ -1078,7 +1078,7 @@ def decide(module, p, base, cache, fingerprint, elapsed, exit_with_n, fail, ctx)
             smi = module.get_bin_path(smi) or smi
 
         def gpu_apps():
-            return compute_apps(lambda argv: module.run_command(argv), nvidia_smi=smi)
+            return compute_apps(module.run_command, nvidia_smi=smi)
 
     cwd = None
     if identity is not None:
