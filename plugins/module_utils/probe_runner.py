@@ -292,10 +292,21 @@ def main():
         from vllm.plugins import load_general_plugins
     except ImportError:
         load_general_plugins = None
+    # what the vllm CLI does before and after it parses a subcommand's arguments
+    try:
+        from vllm.entrypoints.serve.utils.api_utils import cli_env_setup
+        cli_env_setup()
+    except ImportError:
+        os.environ.setdefault('VLLM_WORKER_MULTIPROC_METHOD', 'spawn')
     parser = make_arg_parser(FlexibleArgumentParser(prog='vllm serve'))
     args = parser.parse_args(sys.argv[1:])
     if getattr(args, 'model_tag', None) is not None:
         args.model = args.model_tag
+    try:
+        from vllm.logger import configure_logging_from_args
+        configure_logging_from_args(args)
+    except ImportError:
+        pass
     validate_parsed_serve_args(args)
     if load_general_plugins is not None:
         load_general_plugins()
@@ -745,7 +756,7 @@ def gpu_memory_plan(gpus, utilization, min_utilization=0.05, fit=True, margin_mi
     room = int(min(fractions) * 100) / 100.0
     what = ("GPU %s (%s) has %d MiB free of %d MiB (%d MiB used by other processes, %d MiB kept for "
             "vLLM's CUDA context)" % (tight["index"], tight["name"], tight["free_mib"], tight["total_mib"],
-                                     tight["used_mib"], margin_mib))
+                                      tight["used_mib"], margin_mib))
     if fit and room >= min_utilization:
         plan.update(utilization=room, lowered=True,
                     reason="%s: lowered the probe's gpu_memory_utilization from %s to %s to run beside "

@@ -788,11 +788,14 @@ def retry_full_model(probe_mode, outcome, log_text=""):
     return not refused or flag == "--hf-overrides"
 
 
-def fall_back_to_serve(launcher, outcome):
+def fall_back_to_serve(launcher, outcome, log_text=""):
     """After a failed engine launch the plain ``vllm serve`` is tried; not when the ranks
-    disagreed (that is vLLM's answer, not the launcher's) and not after a timeout (``vllm serve``
-    starts more slowly still: it would only double the wait)."""
-    return launcher == "engine" and outcome not in ("ranks_disagree", "timeout")
+    disagreed (that is vLLM's answer, not the launcher's), not after a timeout (``vllm serve``
+    starts more slowly still: it would only double the wait), and not when vLLM's own argument
+    parser refused the command line (``vllm serve`` parses it with the same parser)."""
+    if launcher != "engine" or outcome in ("ranks_disagree", "timeout"):
+        return False
+    return not usage_error(log_text)[0]
 
 
 def shown_argv(argv):
@@ -1012,7 +1015,7 @@ def decide(module, p, base, cache, fingerprint, elapsed, exit_with_n, fail, ctx)
         cache_entry = dict((k, entry[k]) for k in CACHED_KEYS if k in entry)
         try:
             store_cache(p["cache_path"], cache, entry["fingerprint"], cache_entry, keep=p["cache_keep"],
-                        mover=lambda src, dest: module.atomic_move(src, dest))
+                        mover=module.atomic_move)
             return True
         except (IOError, OSError) as e:
             module.warn("could not write the cache file %s: %s" % (p["cache_path"], e))
@@ -1078,7 +1081,7 @@ def decide(module, p, base, cache, fingerprint, elapsed, exit_with_n, fail, ctx)
             smi = module.get_bin_path(smi) or smi
 
         def gpu_apps():
-            return compute_apps(lambda argv: module.run_command(argv), nvidia_smi=smi)
+            return compute_apps(module.run_command, nvidia_smi=smi)
 
     cwd = None
     if identity is not None:
@@ -1124,7 +1127,7 @@ def decide(module, p, base, cache, fingerprint, elapsed, exit_with_n, fail, ctx)
             except ProbeFailed as e:
                 last = e
                 more = i + 1 < len(launchers)
-                if not (more and fall_back_to_serve(kind, e.result.get("outcome"))):
+                if not (more and fall_back_to_serve(kind, e.result.get("outcome"), e.result.get("log_tail", ""))):
                     raise
                 fallbacks.append("engine launcher: %s" % e.msg)
         if last is not None:

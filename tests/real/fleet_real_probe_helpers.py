@@ -217,11 +217,15 @@ class ProcessWatcher(threading.Thread):
         return False
 
 
+ENGINE_LAUNCHER_MARK = "fleet-probe: engine"  # in the engine launcher's command line (its source)
+
+
 def vllm_session(marker):
-    """(sid, members) of the live vLLM server whose command line has marker."""
+    """(sid, members) of the live vLLM server (vllm serve, or the module's engine launcher)
+    whose command line has marker."""
     table = process_table()
     for pid, cmd in command_lines(table).items():
-        if marker in cmd and " serve " in cmd and table[pid].sid == pid:
+        if marker in cmd and (" serve " in cmd or ENGINE_LAUNCHER_MARK in cmd) and table[pid].sid == pid:
             return pid, [p for p, st in table.items() if st.sid == pid]
     return None, []
 

@@ -52,8 +52,8 @@ EXTENDED = [
     ("q35-0.8b-kvfp8", "qwen3.5-0.8b", {"kv_cache_dtype": "fp8"}),
     ("q35-0.8b-float32", "qwen3.5-0.8b", {"dtype": "float32"}),
     ("q35-0.8b-ssm-bf16", "qwen3.5-0.8b", {"mamba_ssm_cache_dtype": "bfloat16"}),
-    ("q35-0.8b-ssm-fp32-conv-fp32", "qwen3.5-0.8b", {"mamba_ssm_cache_dtype": "float32",
-                                                       "mamba_cache_dtype": "float32"}),
+    ("q35-0.8b-ssm-fp32-conv-fp32", "qwen3.5-0.8b",
+     {"mamba_ssm_cache_dtype": "float32", "mamba_cache_dtype": "float32"}),
     ("q35-0.8b-tp2", "qwen3.5-0.8b", {"tensor_parallel_size": 2}),
     ("q36-27b-shrunk", "qwen3.6-27b", {}),
     ("q36-27b-bs32", "qwen3.6-27b", {"block_size": 32}),
@@ -76,6 +76,10 @@ def work_for(tmp_path_factory, case_id, source):
         shutil.copytree(src, work["model"])
         return work
     return make_work(base, source, "model-" + case_id)
+
+
+def without_port(argv):
+    return [a for i, a in enumerate(argv) if a != "--port" and (i == 0 or argv[i - 1] != "--port")]
 
 
 def compare(tmp_path_factory, case_id, source, args):
@@ -105,8 +109,7 @@ def compare(tmp_path_factory, case_id, source, args):
     assert engine["fingerprint"] == serve["fingerprint"]  # the launcher is not an input of N
     assert engine["launch_cmd"][1:3] == ["-c", "<block_size_probe engine launcher>"]
     # the same vllm serve command line (but for the port of the API server)
-    drop_port = lambda argv: [a for i, a in enumerate(argv) if a != "--port" and (i == 0 or argv[i - 1] != "--port")]
-    assert drop_port(engine["cmd"]) == drop_port(serve["cmd"])
+    assert without_port(engine["cmd"]) == without_port(serve["cmd"])
     row = {"case": case_id, "n": expected, "outcome": serve["outcome"], "probe_mode": serve["probe_mode"],
            "serve_line_s": serve.get("line_elapsed_s") or serve.get("probe_elapsed_s"),
            "engine_line_s": engine.get("line_elapsed_s") or engine.get("probe_elapsed_s"),

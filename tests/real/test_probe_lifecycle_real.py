@@ -44,24 +44,25 @@ def work(tmp_path):
     return make_work(tmp_path, "qwen3.5-0.8b", "model-lifecycle")
 
 
-def wait_for_vllm_children(work, proc, timeout=120):
+def wait_for_vllm_children(work, proc, timeout=120, members_at_least=2):
     """Wait until the probe's vLLM server runs with children of its own in its
     session (EngineCore / Worker, the processes that survive a SIGKILL of vLLM's
-    main process); returns (sid, members)."""
+    main process; the engine launcher at TP=1 is one process); returns (sid, members)."""
     def ready():
         if proc.poll() is not None:
             raise AssertionError("the module ended early: %s" % (proc.communicate(),))
         sid, members = vllm_session(work["model"])
-        return (sid, members) if sid and len(members) >= 2 else None
+        return (sid, members) if sid and len(members) >= members_at_least else None
     found = wait_for(ready, timeout)
     assert found, "vLLM did not start its engine within %s s" % timeout
     return found
 
 
-def test_sigterm_of_the_module_kills_vllms_process_group(work):
-    proc = start_module(work, timeout=600)
+@pytest.mark.parametrize("launcher", ["serve", "engine"])
+def test_sigterm_of_the_module_kills_vllms_process_group(work, launcher):
+    proc = start_module(work, timeout=600, launcher=launcher)
     try:
-        sid, members = wait_for_vllm_children(work, proc)
+        sid, members = wait_for_vllm_children(work, proc, members_at_least=2 if launcher == "serve" else 1)
         t0 = time.time()
         proc.send_signal(signal.SIGTERM)
         out, _err = proc.communicate(timeout=60)
@@ -72,7 +73,7 @@ def test_sigterm_of_the_module_kills_vllms_process_group(work):
             proc.communicate()
     res = module_result(out)
     assert res["failed"] is True and "interrupted by signal 15" in res["msg"], res
-    assert res["outcome"] == "error"
+    assert res["outcome"] == "error" and res["launcher"] == launcher
     assert res["cmd"][1:3] == ["serve", work["model"]]
     # the module waited for the group to die before answering: nothing is left right away
     assert_no_leftovers(work, port_of(res["cmd"]), grace=1.0)
@@ -85,9 +86,9 @@ def test_sigkill_of_the_module_the_watchdog_kills_vllm(work):
     def watchdogs(sid):
         return [c for _p, c in our_processes("parent, sid = int(sys.argv[1])") if c.rstrip().endswith(" %d" % sid)]
 
-    proc = start_module(work, timeout=600)
+    proc = start_module(work, timeout=600)  # the default launcher: the engine launcher
     try:
-        sid, members = wait_for_vllm_children(work, proc)
+        sid, members = wait_for_vllm_children(work, proc, members_at_least=1)
         assert watchdogs(sid), "no watchdog for vLLM's session %d" % sid
         t0 = time.time()
         proc.kill()  # no cleanup of its own: only the watchdog can stop vLLM now
@@ -131,6 +132,8 @@ def test_invalid_dtype_is_vllm_failed_with_vllms_error(work):
     assert res["outcome"] == "vllm_failed", res
     assert "float13" in res["msg"] and "dtype" in res["msg"], res["msg"]
     assert "float13" in res["log_tail"]
+    # vLLM's parser refused it in the engine launcher: vllm serve would too, no fallback
+    assert res["launcher"] == "engine" and not res.get("launcher_fallback"), res
     # a refused flag is not the shrink's fault: no second launch with the full model
     assert res["probe_mode"] == "shrunk" and "--hf-overrides" in res["cmd"]
     assert_no_leftovers(work, port_of(res["cmd"]))

@@ -141,8 +141,9 @@ def test_force_launches_despite_the_cache(work):
     assert res.get("failed") is True, res
     assert res["outcome"] == "timeout"
     assert "timeout=8" in res["msg"]
-    assert any(" serve " in cmd for cmd in watcher.seen.values()), watcher.seen
+    assert any(work["model"] in cmd for cmd in watcher.seen.values()), watcher.seen
     assert res["cmd"][1:3] == ["serve", work["model"]]
+    assert res["launcher"] == "engine" and not res.get("launcher_fallback")  # no fallback after a timeout
     assert wall < 60
     assert_no_leftovers(work, port_of(res["cmd"]))
     with open(work["cache"]) as f:

@@ -51,6 +51,10 @@ def test_stable_and_hex():
     {"probe_mode": "shrunk"},
     {"platform": "cpu"},
     {"model_id": {"kind": "hub", "id": "Qwen/Qwen3.5-0.8B", "revision": "abc"}},
+    {"hardware": {"kind": "cpu", "machine": "x86_64", "cpu_model": "AMD EPYC", "isa": ["avx2"]}},
+    {"hardware": {"kind": "cuda", "driver_version": "580.159.04", "gpus": [
+        {"index": 0, "uuid": "GPU-1", "name": "NVIDIA H200", "compute_cap": "9.0", "architecture": "sm90",
+         "memory_total_mib": 143771}]}},
 ])
 def test_every_input_changes_fingerprint(change):
     assert fp(**change) != fp()
@@ -144,3 +148,16 @@ def test_inputs_are_json_and_named():
     assert inputs["platform"] == "cpu"
     assert inputs["extra_args"] == ["--x", "1"]
     assert inputs["block_size"] == 32
+
+
+def test_hardware_is_an_input_of_version_2():
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import (
+        FINGERPRINT_FIELDS, FINGERPRINT_VERSION)
+    inputs = fingerprint_inputs(HUB, "0.32.0", hardware={"kind": "cpu", "isa": ["avx512f"]})
+    assert FINGERPRINT_VERSION == 2 and inputs["fingerprint_version"] == 2
+    assert inputs["hardware"] == {"kind": "cpu", "isa": ["avx512f"]}
+    assert set(FINGERPRINT_FIELDS) <= set(inputs)
+    cpu_a = fp(hardware={"kind": "cpu", "machine": "x86_64", "cpu_model": "AMD EPYC", "isa": ["avx2"]})
+    cpu_b = fp(hardware={"kind": "cpu", "machine": "x86_64", "cpu_model": "AMD EPYC",
+                         "isa": ["avx2", "avx512_bf16", "avx512f"]})
+    assert cpu_a != cpu_b

@@ -217,3 +217,15 @@ def test_hardware_identity_cpu():
     assert ident["kind"] == "cpu" and ident["cpu_model"].startswith("Intel") and "amx_tile" in ident["isa"]
     other = hardware_identity("cpu", cpu=parse_cpuinfo(text("cpuinfo", "amd-epyc-avx2-captured.txt"), "x86_64"))
     assert other != ident
+
+
+def test_real_h200_capture_identity():
+    path = os.path.join(SMI, "h200-query-gpu.txt")
+    if not os.path.exists(path):
+        pytest.skip("no H200 capture")
+    gpus = parse_gpu_inventory(text("nvidia-smi", "h200-query-gpu.txt"))
+    assert gpus == [{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-16e372bb-2e51-16e4-aee1-58f355b079c4",
+                     "memory_total_mib": 143771, "memory_used_mib": 0, "driver_version": "580.159.04",
+                     "compute_cap": "9.0"}]
+    ident = hardware_identity("cuda", visible_gpus(gpus, "0"))
+    assert ident["gpus"][0]["architecture"] == "sm90" and ident["driver_version"] == "580.159.04"

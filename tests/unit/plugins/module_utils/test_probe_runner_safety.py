@@ -16,7 +16,6 @@ import time
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import probe_runner
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import (
     block_size_decision,
     scan_text,

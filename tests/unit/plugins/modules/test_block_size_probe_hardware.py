@@ -21,7 +21,7 @@ import pytest
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import probe_runner
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner import CacheLock
 
-from test_block_size_probe import (  # noqa: F401 (the fixture)
+from test_block_size_probe import (  # noqa: F401  # pylint: disable=unused-import
     SMI,
     multi_gpu_vllm_double,
     read_log,
