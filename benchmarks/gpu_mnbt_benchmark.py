@@ -212,7 +212,7 @@ def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--plot":
         plot(sys.argv[2], sys.argv[3])
         return
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     p.add_argument("--venv", required=True)
     p.add_argument("--n", type=int, required=True, help="N that vLLM printed for this model on this host")
     p.add_argument("--model-dir", default=os.path.join(REPO, "tests", "fixtures", "models", "qwen3.5-0.8b"))

@@ -104,7 +104,7 @@ def probe(name, model_dir, host_vars, shrink, logs, mem, results, work):
     proc = subprocess.Popen(cmd, env=acc.collection_env(work), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     mem.add(name, proc.pid)
-    text, _ = proc.communicate(timeout=1200)
+    text = proc.communicate(timeout=1200)[0]
     wall = time.monotonic() - t0
     try:
         with open(out) as fh:
@@ -119,7 +119,7 @@ def probe(name, model_dir, host_vars, shrink, logs, mem, results, work):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     p.add_argument("--venv", required=True)
     p.add_argument("--host-vars", required=True)
     p.add_argument("--out", required=True)

@@ -112,7 +112,7 @@ def probe(work, args, timeout=1200):
         fh.write(PROBE_PLAY % {"args": json.dumps(args), "out": json.dumps(out)})
     cmd = ansible_playbook_cmd() + ["-c", "local", "-i", "localhost,", play]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, env=collection_env(work), capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, env=collection_env(work), capture_output=True, text=True, timeout=timeout, check=False)
     wall = time.monotonic() - t0
     try:
         with open(out) as fh:
@@ -157,7 +157,7 @@ def render(work, model_dir, host_vars, n):
     plan_dir = os.path.join(work, "plan")
     cmd = ansible_playbook_cmd() + ["-i", os.path.join(inv_dir, "hosts.json"),
                                     os.path.join(REPO, "playbooks", "plan.yml"), "-e", "fleet_plan_dir=" + plan_dir]
-    proc = subprocess.run(cmd, env=collection_env(work), capture_output=True, text=True, timeout=600, cwd=REPO)
+    proc = subprocess.run(cmd, env=collection_env(work), capture_output=True, text=True, timeout=600, cwd=REPO, check=False)
     with open(os.path.join(work, "plan.log"), "w") as fh:
         fh.write(proc.stdout + proc.stderr)
     root = os.path.join(plan_dir, HOST)
@@ -374,7 +374,7 @@ def run(args):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     p.add_argument("--model-dir", required=True, help="model directory (config.json + tokenizer, no weights needed)")
     p.add_argument("--out", required=True, help="results JSON path")
     p.add_argument("--host-vars", help="YAML or JSON file of the GPU host's inventory variables")

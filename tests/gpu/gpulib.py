@@ -29,7 +29,7 @@ def cuda_device_present():
     if not shutil.which("nvidia-smi"):
         return False
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
         return False
     return out.returncode == 0 and "GPU " in out.stdout
@@ -56,7 +56,7 @@ def wait_http(url, timeout, procs=(), interval=1.0):
     """Wait until GET url answers 200; False on timeout or when one of procs exited."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        status, _ = http("GET", url, timeout=5)
+        status = http("GET", url, timeout=5)[0]
         if status == 200:
             return True
         if any(p.poll() is not None for p in procs):
@@ -185,7 +185,7 @@ def gpu_memory_used_mib():
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=20,
+            capture_output=True, text=True, timeout=20, check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return []
@@ -197,7 +197,7 @@ def gpu_apps():
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=20,
+            capture_output=True, text=True, timeout=20, check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return []
@@ -255,7 +255,7 @@ def prompt_text(n_tokens, seed):
     words = []
     size = 0
     while size < n_tokens:
-        w = "".join(rnd.choice(string.ascii_lowercase) for _ in range(rnd.randint(2, 9)))
+        w = "".join(rnd.choice(string.ascii_lowercase) for dummy in range(rnd.randint(2, 9)))
         words.append(w)
         size += len(w) + 1
     return " ".join(words)[:n_tokens]
@@ -296,6 +296,6 @@ def pyspy_dump(pids, out_path, pyspy="py-spy"):
             fh.flush()
             try:
                 subprocess.run([exe, "dump", "--pid", str(pid)], stdout=fh, stderr=subprocess.STDOUT,
-                               timeout=30)
+                               timeout=30, check=False)
             except (OSError, subprocess.SubprocessError) as exc:
                 fh.write(f"py-spy failed: {exc}\n")

@@ -116,7 +116,7 @@ def split_words(value, env=None, expand=False):
                         buf.append(seq)
                         continue
                     if c == "$" and expand:
-                        text, i, _ = _variable(value, i, env)
+                        text, i = _variable(value, i, env)[:2]
                         buf.append(text)
                         continue
                     buf.append(c)
