@@ -25,6 +25,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import math
+import re
 
 # `lmcache server --help` (lmcache 0.5.6): --eviction-policy {LRU,ARC,IsolatedLRU,noop}; argparse choices are case-sensitive.
 EVICTION_POLICIES = ('LRU', 'ARC', 'IsolatedLRU', 'noop')
@@ -36,6 +37,15 @@ DEVICES = ('cuda', 'cpu')
 MAMBA_CACHE_MODES = ('none', 'align', 'all')
 
 LMCACHE_DEFAULT_CHUNK_SIZE = 256
+
+# The torch each vLLM release pins exactly (its requirements), by release prefix.
+VLLM_TORCH_PINS = (('0.24.', '2.11.0'), ('0.27.', '2.13.0'), ('0.28.', '2.13.0'), ('0.29.', '2.13.0'),
+                   ('0.30.', '2.13.0'), ('0.31.', '2.13.0'), ('0.32.', '2.13.0'), ('0.33.', '2.14.0'))
+# The torch each LMCache release's compiled CUDA extension (lmcache.c_ops / cuda_ops) was built against: beside
+# another torch it fails to load (an undefined symbol) and LMCache falls back to plain torch copies.
+LMCACHE_TORCH_BUILDS = (('0.5.3', '2.11.0'), ('0.5.4', '2.13.0'), ('0.5.5', '2.13.0'), ('0.5.6', '2.13.0'))
+# The first LMCache release whose connector accepts --max-num-batched-tokens >= 2N (with separate object groups).
+LMCACHE_2N_SINCE = (0, 5, 4)
 KV_CONNECTOR = 'LMCacheMPConnector'
 KV_CONNECTOR_MODULE_PATH = 'lmcache.integration.vllm.lmcache_mp_connector'
 KV_ROLE = 'kv_both'
@@ -200,8 +210,57 @@ def default_max_num_batched_tokens(n):
     return 2 * int(n) - 1
 
 
+def version_tuple(version):
+    """``'0.5.3'`` -> ``(0, 5, 3)`` (a pre-release suffix ends it: ``'0.5.10rc1'`` -> ``(0, 5, 10)``); None
+    when it does not start with a number."""
+    parts = []
+    for part in str(version or '').split('.'):
+        match = re.match(r'^(\d+)', part)
+        if not match:
+            break
+        parts.append(int(match.group(1)))
+        if match.group(1) != part:
+            break
+    return tuple(parts) or None
+
+
+def torch_pin(version, table):
+    """The torch ``table`` names for ``version`` (exact or by release prefix), or None."""
+    text = str(version or '')
+    for prefix, torch in table:
+        if text == prefix or text.startswith(prefix if prefix.endswith('.') else prefix + '.') or text == prefix.rstrip('.'):
+            return torch
+    return None
+
+
+def check_version_pairing(host, vllm_version, lmcache_versions):
+    """CUDA hosts: each LMCache release must be built for the torch the vLLM release pins.
+
+    ``lmcache_versions``: ``{variable: version}``. Returns ``(errors, warnings)``.
+    """
+    errors, warnings = [], []
+    torch = torch_pin(vllm_version, VLLM_TORCH_PINS)
+    if torch is None:
+        warnings.append(msg(host, 'vllm_server_version', vllm_version, 'is not in the collection\'s table of torch pins, so '
+                            'its pairing with LMCache is not checked', 'check that LMCache was built for its torch'))
+        return errors, warnings
+    good = [v for v, t in LMCACHE_TORCH_BUILDS if t == torch]
+    for variable, version in sorted(lmcache_versions.items()):
+        built = torch_pin(version, LMCACHE_TORCH_BUILDS)
+        if built is None:
+            warnings.append(msg(host, variable, version, 'is not in the collection\'s table of LMCache builds, so its '
+                                'pairing with vllm_server_version=%s (torch %s) is not checked' % (vllm_version, torch),
+                                'use one of %s' % ', '.join(good) if good else 'check which torch it was built for'))
+        elif built != torch:
+            errors.append(msg(host, variable, version,
+                              'is built for torch %s but vllm_server_version=%s pins torch %s: its CUDA extension would not '
+                              'load and LMCache would fall back to slow copies' % (built, vllm_version, torch),
+                              'use %s' % (' or '.join(good) if good else 'an LMCache release built for torch %s' % torch)))
+    return errors, warnings
+
+
 def check_max_num_batched_tokens(host, n, value, separate_object_groups=True,
-                                 variable='vllm_server_max_num_batched_tokens'):
+                                 variable='vllm_server_max_num_batched_tokens', lmcache_version=None):
     """Hybrid rule for ``--max-num-batched-tokens``; returns ``(errors, warnings)``.
 
     ``None`` means the default 2N-1 (valid).  Below N is an error; exactly N is
@@ -223,10 +282,15 @@ def check_max_num_batched_tokens(host, n, value, separate_object_groups=True,
                           'use %d (2N-1)' % best))
     elif tokens == n:
         warnings.append(msg(host, variable, value,
-                            'equals N=%d: it serialises prefill (about 7x slower under load, batch stuck at 1)' % n,
+                            'equals N=%d: it serialises prefill (batch stuck at 1; about 3x slower under load on an H200)' % n,
                             'use %d (2N-1)' % best))
     elif tokens >= 2 * n:
-        if as_bool(separate_object_groups) is True:
+        release = version_tuple(lmcache_version)
+        if release is not None and release < LMCACHE_2N_SINCE:
+            errors.append(msg(host, variable, value,
+                              'is >= 2N=%d, which the connector of LMCache %s refuses when vLLM starts' % (2 * n, lmcache_version),
+                              'use %d (2N-1), or vllm_server_lmcache_version 0.5.4 or newer' % best))
+        elif as_bool(separate_object_groups) is True:
             warnings.append(msg(host, variable, value,
                                 'is >= 2N=%d: cached prefixes align to scheduler step boundaries, not to every block' % (2 * n),
                                 'use %d (2N-1) for per-block prefix reuse' % best))

@@ -860,6 +860,13 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     elif server_mode not in rules.SERVER_TRANSFER_MODES:
         p.errors.extend(rules.check_transfer_modes(host, server_mode, None, 'cuda'))
 
+    if connector and device == 'cuda':
+        errs, warns = rules.check_version_pairing(host, cfg.get('vllm_server_version'), {
+            'vllm_server_lmcache_version': cfg.get('vllm_server_lmcache_version'),
+            'lmcache_server_version': cfg.get('lmcache_server_version')})
+        p.errors.extend(errs)
+        p.warnings.extend(warns)
+
     # ---- N-dependent rules and derived values
     chunk = None
     max_tokens = mnbt
@@ -870,7 +877,9 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
         elif multiple is not None:
             chunk = rules.default_chunk_size(block, multiple, hybrid)
         if hybrid:
-            errs, warns = rules.check_max_num_batched_tokens(host, block, mnbt, separate_object_groups=separate is not False)
+            errs, warns = rules.check_max_num_batched_tokens(
+                host, block, mnbt, separate_object_groups=separate is not False,
+                lmcache_version=cfg.get('vllm_server_lmcache_version') if connector else None)
             p.errors.extend(e for e in errs if e not in p.errors)
             p.warnings.extend(warns)
             if max_tokens is None:

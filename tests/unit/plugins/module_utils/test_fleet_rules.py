@@ -105,7 +105,7 @@ def test_mnbt_equal_n_warns_about_serialised_prefill():
     errors, warnings = rules.check_max_num_batched_tokens(HOST, 784, 784, True)
     assert errors == []
     (warning,) = warnings
-    assert_message(warning, 'vllm_server_max_num_batched_tokens=784', 'serialises prefill', '7x slower', 'use 1567 (2N-1)')
+    assert_message(warning, 'vllm_server_max_num_batched_tokens=784', 'serialises prefill', 'about 3x slower under load on an H200', 'use 1567 (2N-1)')
 
 
 def test_mnbt_2n_with_separate_groups_warns_step_alignment():

@@ -362,3 +362,50 @@ def test_venvs_to_remove_filter_reads_a_find_result():
               'files': [{'path': '/opt/vllm/vllm-0.31.0', 'mtime': 1.0}, {'path': '/opt/vllm/vllm-0.32.0', 'mtime': 2.0},
                         {'path': '/opt/vllm/vllm-0.33.0', 'mtime': 3.0}]}
     assert venvs_to_remove(result) == ['/opt/vllm/vllm-0.31.0']
+
+
+# --------------------------------------------------------------------------- vLLM / LMCache pairing on CUDA
+
+def test_lmcache_must_be_built_for_the_torch_vllm_pins():
+    errors = host_plan.plan_host(HOST, dict(GOOD, vllm_server_version='0.24.0'), n=784, n_kind='probed')['errors']
+    assert errors == [
+        'host gpu-03: lmcache_server_version=0.5.6 is built for torch 2.13.0 but vllm_server_version=0.24.0 pins torch '
+        '2.11.0: its CUDA extension would not load and LMCache would fall back to slow copies; use 0.5.3',
+        'host gpu-03: vllm_server_lmcache_version=0.5.6 is built for torch 2.13.0 but vllm_server_version=0.24.0 pins torch '
+        '2.11.0: its CUDA extension would not load and LMCache would fall back to slow copies; use 0.5.3']
+    paired = dict(GOOD, vllm_server_version='0.24.0', vllm_server_lmcache_version='0.5.3', lmcache_server_version='0.5.3')
+    assert host_plan.plan_host(HOST, paired, n=784, n_kind='probed')['errors'] == []
+    # CPU hosts and hosts without the connector load no LMCache CUDA extension beside vLLM
+    cpu = dict(GOOD, vllm_server_version='0.24.0', vllm_server_device='cpu', vllm_server_kv_connector=False)
+    assert host_plan.plan_host(HOST, cpu, n=640, n_kind='probed')['errors'] == []
+
+
+def test_unknown_releases_are_warned_not_refused():
+    result = host_plan.plan_host(HOST, dict(GOOD, vllm_server_version='0.40.0'), n=784, n_kind='probed')
+    assert result['errors'] == []
+    assert_message(result['warnings'][0], 'vllm_server_version=0.40.0 is not in the collection\'s table of torch pins')
+    result = host_plan.plan_host(HOST, dict(GOOD, lmcache_server_version='0.6.0'), n=784, n_kind='probed')
+    assert result['errors'] == []
+    assert_message(result['warnings'][0], 'lmcache_server_version=0.6.0 is not in the collection\'s table of LMCache builds',
+                   'use one of 0.5.4, 0.5.5, 0.5.6')
+
+
+def test_2n_and_more_needs_an_lmcache_connector_that_accepts_it():
+    old = dict(GOOD, vllm_server_version='0.24.0', vllm_server_lmcache_version='0.5.3', lmcache_server_version='0.5.3',
+               vllm_server_max_num_batched_tokens=1568)
+    (error,) = host_plan.plan_host(HOST, old, n=784, n_kind='probed')['errors']
+    assert error == ('host gpu-03: vllm_server_max_num_batched_tokens=1568 is >= 2N=1568, which the connector of LMCache 0.5.3 '
+                     'refuses when vLLM starts; use 1567 (2N-1), or vllm_server_lmcache_version 0.5.4 or newer')
+    new = host_plan.plan_host(HOST, dict(GOOD, vllm_server_max_num_batched_tokens=1568), n=784, n_kind='probed')
+    assert new['errors'] == [] and 'step boundaries' in new['warnings'][0]
+
+
+def test_version_tuple_and_pins():
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules
+    assert fleet_rules.version_tuple('0.5.3') == (0, 5, 3)
+    assert fleet_rules.version_tuple('0.5.10rc1') == (0, 5, 10)
+    assert fleet_rules.version_tuple('main') is None
+    assert fleet_rules.torch_pin('0.24.0', fleet_rules.VLLM_TORCH_PINS) == '2.11.0'
+    assert fleet_rules.torch_pin('0.32.0', fleet_rules.VLLM_TORCH_PINS) == '2.13.0'
+    assert fleet_rules.torch_pin('0.5.3', fleet_rules.LMCACHE_TORCH_BUILDS) == '2.11.0'
+    assert fleet_rules.torch_pin('0.5.30', fleet_rules.LMCACHE_TORCH_BUILDS) is None
