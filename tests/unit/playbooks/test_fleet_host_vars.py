@@ -19,5 +19,6 @@ def test_the_host_view_reads_the_plan_only():
     assert view['__fleet_host_plan'].startswith("{{ lookup('lmcache_vllm.fleet.host_plan'")
     for name, expression in view.items():
         assert not re.search(r'\b(vllm|lmcache)_server_\w+', str(expression)), (name, expression)
-        if name not in ('__fleet_host_plan', '__fleet_host_probe_cache', '__fleet_host_backup_dir'):
+        # playbook variables, not the roles': the probe module's cache path, deploy.yml's rollback copies, nvidia-smi
+        if name not in ('__fleet_host_plan', '__fleet_host_probe_cache', '__fleet_host_backup_dir', '__fleet_host_nvidia_smi'):
             assert '__fleet_host_plan.' in str(expression), name
