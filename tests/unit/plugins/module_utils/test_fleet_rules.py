@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError
 
-from rule_messages import GOOD, HOST, assert_message, only, settings  # noqa: F401
+from rule_messages import HOST, assert_message, only
 
 
 # ----------------------------------------------------------------- message format and errors
