@@ -791,6 +791,7 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     transfer_mode = cfg.get('vllm_server_lmcache_transfer_mode')
     mq_timeout = p.number('vllm_server_lmcache_mq_timeout', low_exclusive=0,
                           fix='use null (LMCache default 300) or a positive number of seconds such as 30')
+    p.number('vllm_server_prefetch_margin_gb', low_exclusive=-1e-9, null=False, fix='use a number of GiB >= 0, e.g. 5')
     for name in ('lmcache_server_venvs_keep', 'vllm_server_venvs_keep'):
         p.integer(name, low=1, null=False, fix='use 2 (the one serving and the one before) or more')
     timeouts = {}
@@ -1162,6 +1163,9 @@ def _vllm_service(cfg, derived, v):
         'port': as_int(cfg.get('vllm_server_port')),
         'model': model,
         'served_model_name': v['served'] or model,
+        'prefetch': as_bool(cfg.get('vllm_server_prefetch_model')) is True and bool(model) and not model.startswith('/'),
+        'prefetch_helper': '%s/bin/fleet-prefetch' % venv,
+        'prefetch_margin_gb': as_finite(cfg.get('vllm_server_prefetch_margin_gb')),
     })
     argv = [service['bin'], 'serve', model,
             '--host', cfg.get('vllm_server_host'), '--port', cfg.get('vllm_server_port'),
