@@ -362,3 +362,19 @@ def test_systemd_analyze_verify_accepts_the_units(overrides, tmp_path):
     complaints = [line for line in proc.stdout.splitlines()
                   if 'vllm.service' in line or 'lmcache-server.service' in line]
     assert proc.returncode == 0 and not complaints, proc.stdout
+
+
+@pytest.mark.parametrize('overrides', [case[1] for case in RENDERED], ids=[case[0] for case in RENDERED])
+def test_an_independent_reader_agrees(overrides, repo_script, tmp_path):
+    """The GPU harness's own reader of units (tests/gpu/systemd_unit.py, written apart from systemd_quote)
+    starts exactly the planned argv with the planned environment."""
+    reader = repo_script('tests/gpu/systemd_unit.py')
+    result = plan(**overrides)
+    for role in ('vllm', 'lmcache'):
+        service = result[role]
+        env_file = tmp_path / service['env_path'].lstrip('/')
+        env_file.parent.mkdir(parents=True, exist_ok=True)
+        env_file.write_text('# managed\n' + '\n'.join(service['env_file_lines']) + '\n')
+        command = reader.service_command(unit_text(service), root=str(tmp_path))
+        assert command['argv'] == service['argv']
+        assert command['env'] == dict(service['environment'], **service['env_file'])
