@@ -239,27 +239,6 @@ def managed_flag(arg, table):
     return None
 
 
-def split_value_flag(args, flag):
-    """(value, rest): the value of ``flag`` in ``args`` (``--f v`` or ``--f=v``) and the other arguments."""
-    value = None
-    rest = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if normalise_flag(arg) == flag:
-            if '=' in arg:
-                value = arg.split('=', 1)[1]
-                i += 1
-                continue
-            if i + 1 < len(args):
-                value = args[i + 1]
-                i += 2
-                continue
-        rest.append(arg)
-        i += 1
-    return value, rest
-
-
 def _walk_strings(value, path):
     """(path, text) for every string (and dict key) inside ``value``."""
     if isinstance(value, str):
@@ -278,10 +257,6 @@ def _describe_control(text):
         if char in text:
             return name
     return 'a control character'
-
-
-def fmt_secret(value):
-    return '<redacted>' if value not in (None, '') else '""'
 
 
 # --------------------------------------------------------------------------- the plan
@@ -687,18 +662,35 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     cfg = role_defaults() if defaults is None else dict(defaults)
     cfg.update(dict(settings or {}))
     cfg = _resolve(cfg)
-    if known is None:
-        known = known_variables()
     p = _Plan(host, cfg)
-    _first_checks(p, known)
+    _first_checks(p, known_variables() if known is None else known)
     _type_checks(p, argument_specs() if defaults is None else {})
     secrets = _secrets(p)
     hybrid, hybrid_source = decide_hybrid(cfg, probe, prediction)
     device = p.choice('vllm_server_device', rules.DEVICES)
     if cfg.get('lmcache_server_device') != cfg.get('vllm_server_device'):
         p.choice('lmcache_server_device', rules.DEVICES)
+    block, source, expected = _plan_n(p, n, n_kind, prediction, prediction_problem, hybrid, hybrid_source)
+    v = _vllm_values(p, device)
+    lm = _lmcache_values(p, hybrid)
+    _names_and_paths(p)
+    _check_exposure(p, secrets)
+    v['env'] = _env_mapping(p, 'vllm_server_env', VLLM_MANAGED_ENV, 'vLLM')
+    lm['env'] = _env_mapping(p, 'lmcache_server_env', LMCACHE_MANAGED_ENV, 'LMCache')
+    v['extra'] = _extra_args(p, 'vllm_server_extra_args', VLLM_MANAGED_FLAGS)
+    lm['extra'] = _extra_args(p, 'lmcache_server_extra_args', LMCACHE_MANAGED_FLAGS)
+    _model_rules(p, v, lm, hybrid)
+    derived = _derive(p, v, lm, block, source, hybrid, hybrid_source)
+    n_inputs = _n_inputs(cfg, v)
+    if n_kind == 'probed':
+        _compare_prediction(p, block, prediction, n_inputs)
+    v.update(n_inputs=n_inputs, secrets=secrets)
+    return _assemble(p, v, lm, derived, n_inputs, expected)
 
-    # ---- N: the probed or predicted one, else the host's vllm_server_expected_block_size
+
+def _plan_n(p, n, n_kind, prediction, prediction_problem, hybrid, hybrid_source):
+    """(N, where it came from, vllm_server_expected_block_size): the probed or predicted N, else the expected one."""
+    host = p.host
     expected = p.integer('vllm_server_expected_block_size', low=1)
     source = n_kind
     if n in (None, '') and n_kind in (None, 'predicted') and expected is not None:
@@ -723,22 +715,27 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     if block is not None and expected is not None and expected != block and source in ('predicted', 'probed'):
         p.error('vllm_server_expected_block_size', expected, 'does not match the %s N=%d' % (source, block),
                 'use %d (or null%s)' % (block, '' if source == 'probed' else '; the probe on the host decides'))
-    if as_bool(cfg.get('vllm_server_hybrid')) is False and hybrid and hybrid_source != 'vllm_server_hybrid':
+    if as_bool(p.get('vllm_server_hybrid')) is False and hybrid and hybrid_source != 'vllm_server_hybrid':
         what = 'the probe found a hybrid model' if hybrid_source == 'probe' else \
             '%s is a hybrid model' % (prediction or {}).get('architecture', 'the model')
         p.errors.append('host %s: vllm_server_hybrid=false but %s%s; use true'
                         % (rules._label(host), what, ' (N=%s)' % block if block else ''))
+    return block, source, expected
 
-    # ---- static values
+
+def _model_value(p):
     model = p.get('vllm_server_model')
     if not isinstance(model, str) or not model.strip():
         p.error('vllm_server_model', model, 'is empty', 'set a hub id (e.g. Qwen/Qwen3.6-27B) or a local model directory')
-        model = None
-    elif not (model.startswith('/') or HUB_ID_RE.match(model)):
+        return None
+    if not (model.startswith('/') or HUB_ID_RE.match(model)):
         p.error('vllm_server_model', model, 'is neither a hub id nor an absolute directory',
                 'use Org/Name (e.g. Qwen/Qwen3.6-27B) or an absolute path')
-        model = None
-    served = p.string('vllm_server_served_model_name')
+        return None
+    return model
+
+
+def _ports(p):
     ports = {}
     for name in ('lmcache_server_port', 'lmcache_server_http_port', 'vllm_server_port'):
         port = p.integer(name, 1, 65535, null=False, what='a TCP port')
@@ -749,85 +746,99 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
             p.error(name, port, 'is already used by %s on this host' % other,
                     'give the LMCache ZMQ port, the LMCache HTTP port and the vLLM port distinct values')
         ports[name] = port
-    tp = p.integer('vllm_server_tensor_parallel_size', low=1, null=False, fix='use 1 or the number of GPUs')
-    gpus = _gpus(p, 'vllm_server_gpus')
-    lmcache_gpus = _gpus(p, 'lmcache_server_gpus')
-    if tp is not None and gpus and len(gpus) != tp:
-        p.error('vllm_server_tensor_parallel_size', tp,
-                'does not match the GPU list: TP=%d needs %d GPUs, vllm_server_gpus lists %d' % (tp, tp, len(gpus)),
-                'list exactly %d GPU ids in vllm_server_gpus, or leave it empty' % tp)
-    dtype = p.choice('vllm_server_dtype', VLLM_DTYPES)
-    kv_dtype = p.choice('vllm_server_kv_cache_dtype', VLLM_KV_CACHE_DTYPES)
-    ssm_dtype = p.choice('vllm_server_mamba_ssm_cache_dtype', VLLM_MAMBA_DTYPES)
-    mamba_dtype = p.choice('vllm_server_mamba_cache_dtype', VLLM_MAMBA_DTYPES)
-    block_size = p.integer('vllm_server_block_size', low=1)
-    if block_size is not None and block_size % 16 and cfg.get('vllm_server_device') == 'cuda':
-        p.warn('vllm_server_block_size', block_size, 'is not a multiple of 16', 'use 16, 32 or 64 (or null)')
+    return ports
+
+
+def _speculative_config(p):
     spec = p.get('vllm_server_speculative_config')
     if spec in (None, '') or 'vllm_server_speculative_config' in p.failed:
-        spec = None
-    elif not isinstance(spec, dict):
+        return None
+    if not isinstance(spec, dict):
         p.error('vllm_server_speculative_config', spec, 'is not a mapping',
                 'use null or a mapping such as {"method": "mtp", "num_speculative_tokens": 1}')
-        spec = None
-    elif 'num_speculative_tokens' in spec and (as_int(spec['num_speculative_tokens']) is None
-                                               or as_int(spec['num_speculative_tokens']) < 0):
+        return None
+    if 'num_speculative_tokens' in spec and (as_int(spec['num_speculative_tokens']) is None
+                                             or as_int(spec['num_speculative_tokens']) < 0):
         p.error('vllm_server_speculative_config', spec, 'has a num_speculative_tokens that is not an integer >= 0',
                 'use a whole number such as 1')
-    mnbt = p.integer('vllm_server_max_num_batched_tokens', low=1,
-                     fix='leave it null (2N-1 for hybrid models) or use an integer >= N')
-    max_seqs = p.integer('vllm_server_max_num_seqs', low=1)
-    max_len = p.integer('vllm_server_max_model_len', low=1)
-    gpu_util = p.number('vllm_server_gpu_memory_utilization', low_exclusive=0, high=1,
-                        fix='use a fraction in (0, 1], e.g. 0.9, or null')
-    prefix = p.boolean('vllm_server_enable_prefix_caching')
-    mamba_mode = p.choice('vllm_server_mamba_cache_mode', rules.MAMBA_CACHE_MODES)
-    lm_only = p.boolean('vllm_server_language_model_only')
-    load_format = p.string('vllm_server_load_format', LOAD_FORMAT_RE, 'a vLLM load format', 'use auto, dummy, safetensors, ...',
-                           empty=False)
-    eager = p.boolean('vllm_server_enforce_eager')
-    kv_space = p.integer('vllm_server_cpu_kvcache_space_gb', low=1)
-    connector = p.boolean('vllm_server_kv_connector')
-    transfer_mode = cfg.get('vllm_server_lmcache_transfer_mode')
-    mq_timeout = p.number('vllm_server_lmcache_mq_timeout', low_exclusive=0,
-                          fix='use null (LMCache default 300) or a positive number of seconds such as 30')
+    return spec
+
+
+def _vllm_values(p, device):
+    """The clean values of the vLLM variables (None where a value was refused)."""
+    v = {'device': device, 'model': _model_value(p), 'served': p.string('vllm_server_served_model_name'),
+         'ports': _ports(p)}
+    v['tp'] = p.integer('vllm_server_tensor_parallel_size', low=1, null=False, fix='use 1 or the number of GPUs')
+    v['gpus'] = _gpus(p, 'vllm_server_gpus')
+    v['lmcache_gpus'] = _gpus(p, 'lmcache_server_gpus')
+    if v['tp'] is not None and v['gpus'] and len(v['gpus']) != v['tp']:
+        p.error('vllm_server_tensor_parallel_size', v['tp'],
+                'does not match the GPU list: TP=%d needs %d GPUs, vllm_server_gpus lists %d' % (v['tp'], v['tp'], len(v['gpus'])),
+                'list exactly %d GPU ids in vllm_server_gpus, or leave it empty' % v['tp'])
+    v['dtype'] = p.choice('vllm_server_dtype', VLLM_DTYPES)
+    v['kv_dtype'] = p.choice('vllm_server_kv_cache_dtype', VLLM_KV_CACHE_DTYPES)
+    v['ssm_dtype'] = p.choice('vllm_server_mamba_ssm_cache_dtype', VLLM_MAMBA_DTYPES)
+    v['mamba_dtype'] = p.choice('vllm_server_mamba_cache_dtype', VLLM_MAMBA_DTYPES)
+    v['block_size'] = p.integer('vllm_server_block_size', low=1)
+    if v['block_size'] is not None and v['block_size'] % 16 and device == 'cuda':
+        p.warn('vllm_server_block_size', v['block_size'], 'is not a multiple of 16', 'use 16, 32 or 64 (or null)')
+    v['spec'] = _speculative_config(p)
+    v['mnbt'] = p.integer('vllm_server_max_num_batched_tokens', low=1,
+                          fix='leave it null (2N-1 for hybrid models) or use an integer >= N')
+    v['max_seqs'] = p.integer('vllm_server_max_num_seqs', low=1)
+    v['max_len'] = p.integer('vllm_server_max_model_len', low=1)
+    v['gpu_util'] = p.number('vllm_server_gpu_memory_utilization', low_exclusive=0, high=1,
+                             fix='use a fraction in (0, 1], e.g. 0.9, or null')
+    v['prefix'] = p.boolean('vllm_server_enable_prefix_caching')
+    v['mamba_mode'] = p.choice('vllm_server_mamba_cache_mode', rules.MAMBA_CACHE_MODES)
+    v['lm_only'] = p.boolean('vllm_server_language_model_only')
+    v['load_format'] = p.string('vllm_server_load_format', LOAD_FORMAT_RE, 'a vLLM load format',
+                                'use auto, dummy, safetensors, ...', empty=False)
+    v['eager'] = p.boolean('vllm_server_enforce_eager')
+    v['kv_space'] = p.integer('vllm_server_cpu_kvcache_space_gb', low=1)
+    v['connector'] = p.boolean('vllm_server_kv_connector')
+    v['mq_timeout'] = p.number('vllm_server_lmcache_mq_timeout', low_exclusive=0,
+                               fix='use null (LMCache default 300) or a positive number of seconds such as 30')
     p.number('vllm_server_prefetch_margin_gb', low_exclusive=-1e-9, null=False, fix='use a number of GiB >= 0, e.g. 5')
     for name in ('lmcache_server_venvs_keep', 'vllm_server_venvs_keep'):
         p.integer(name, low=1, null=False, fix='use 2 (the one serving and the one before) or more')
-    timeouts = {}
-    for name in ('vllm_server_start_timeout', 'vllm_server_stop_timeout', 'vllm_server_restart_sec',
-                 'lmcache_server_start_timeout', 'lmcache_server_stop_timeout', 'lmcache_server_restart_sec',
-                 'vllm_server_probe_timeout'):
-        timeouts[name] = p.integer(name, low=1, null=False)
+    v['timeouts'] = dict((name, p.integer(name, low=1, null=False)) for name in (
+        'vllm_server_start_timeout', 'vllm_server_stop_timeout', 'vllm_server_restart_sec',
+        'lmcache_server_start_timeout', 'lmcache_server_stop_timeout', 'lmcache_server_restart_sec',
+        'vllm_server_probe_timeout'))
+    return v
 
-    # LMCache
-    policy = cfg.get('lmcache_server_eviction_policy')
+
+def _lmcache_values(p, hybrid):
+    """The clean values of the LMCache variables."""
+    policy = p.get('lmcache_server_eviction_policy')
     if policy not in rules.EVICTION_POLICIES:
         fix = 'use one of %s' % ', '.join(rules.EVICTION_POLICIES)
         for option in rules.EVICTION_POLICIES:
             if isinstance(policy, str) and policy.lower() == option.lower():
                 fix = 'use %s (lmcache server is case-sensitive)' % option
         p.error('lmcache_server_eviction_policy', policy, 'is not an eviction policy of lmcache server', fix)
-    l1 = p.number('lmcache_server_l1_size_gb', low_exclusive=0, null=False, fix='use a number > 0, e.g. 1')
-    multiple = p.integer('lmcache_server_chunk_multiple', low=1, null=False,
-                         fix='use 1 (chunk size = N) or another whole number')
-    explicit_chunk = p.integer('lmcache_server_chunk_size', low=1,
-                               fix='leave it null to derive it from N, or use a multiple of N')
-    separate = p.boolean('lmcache_server_separate_object_groups')
-    if hybrid and separate is False:
+    lm = {'l1': p.number('lmcache_server_l1_size_gb', low_exclusive=0, null=False, fix='use a number > 0, e.g. 1'),
+          'multiple': p.integer('lmcache_server_chunk_multiple', low=1, null=False,
+                                fix='use 1 (chunk size = N) or another whole number'),
+          'explicit_chunk': p.integer('lmcache_server_chunk_size', low=1,
+                                      fix='leave it null to derive it from N, or use a multiple of N'),
+          'separate': p.boolean('lmcache_server_separate_object_groups')}
+    if hybrid and lm['separate'] is False:
         p.error('lmcache_server_separate_object_groups', False,
                 'turns separate object groups off, which hybrid models need (their Mamba layers get their own cache objects)',
                 'use true')
-    workers = p.integer('lmcache_server_max_gpu_workers', low=1, fix='use null or at least the tensor parallel size')
-    server_mode = cfg.get('lmcache_server_supported_transfer_mode')
-    log_level = p.choice('lmcache_server_log_level', LMCACHE_LOG_LEVELS)
-    track = p.boolean('lmcache_server_track_usage')
+    lm['workers'] = p.integer('lmcache_server_max_gpu_workers', low=1, fix='use null or at least the tensor parallel size')
+    lm['log_level'] = p.choice('lmcache_server_log_level', LMCACHE_LOG_LEVELS)
+    lm['track'] = p.boolean('lmcache_server_track_usage')
+    return lm
 
-    # names, accounts, paths
+
+def _names_and_paths(p):
     for name in ('lmcache_server_service_name', 'vllm_server_service_name', 'vllm_server_lmcache_service_name'):
         p.string(name, SERVICE_NAME_RE, 'a unit name', 'use letters, digits and _.:- (for example vllm)', empty=False)
-    if cfg.get('lmcache_server_service_name') == cfg.get('vllm_server_service_name'):
-        p.error('vllm_server_service_name', cfg.get('vllm_server_service_name'),
+    if p.get('lmcache_server_service_name') == p.get('vllm_server_service_name'):
+        p.error('vllm_server_service_name', p.get('vllm_server_service_name'),
                 'is also lmcache_server_service_name: the vLLM unit would overwrite the LMCache unit',
                 'give the two roles different unit names (defaults: lmcache-server and vllm)')
     for name in ('lmcache_server_user', 'lmcache_server_group', 'vllm_server_user', 'vllm_server_group'):
@@ -836,22 +847,18 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
                  'vllm_server_venv', 'vllm_server_home', 'vllm_server_config_dir', 'vllm_server_hf_home',
                  'vllm_server_venvs_dir'):
         p.path(name)
-    lmcache_host = p.string('lmcache_server_host', what='an address', empty=False, fix='use an IP address such as 127.0.0.1')
-    p.string('lmcache_server_http_host', what='an address', empty=False, fix='use an IP address such as 127.0.0.1')
-    p.string('vllm_server_host', what='an address', empty=False, fix='use an IP address such as 127.0.0.1')
+    for name in ('lmcache_server_host', 'lmcache_server_http_host', 'vllm_server_host'):
+        p.string(name, what='an address', empty=False, fix='use an IP address such as 127.0.0.1')
     p.string('vllm_server_lmcache_host', what='an address', empty=False, fix='use the LMCache server\'s address')
     p.integer('vllm_server_lmcache_port', 1, 65535, null=False, what='a TCP port')
-    _check_exposure(p, secrets)
 
-    vllm_env = _env_mapping(p, 'vllm_server_env', VLLM_MANAGED_ENV, 'vLLM')
-    lmcache_env = _env_mapping(p, 'lmcache_server_env', LMCACHE_MANAGED_ENV, 'LMCache')
-    vllm_extra = _extra_args(p, 'vllm_server_extra_args', VLLM_MANAGED_FLAGS)
-    lmcache_extra = _extra_args(p, 'lmcache_server_extra_args', LMCACHE_MANAGED_FLAGS)
 
-    # hybrid rules and the connector (fleet_rules)
-    if hybrid:
-        if mamba_mode is not None and prefix is not None:
-            p.errors.extend(e for e in rules.check_mamba_cache_mode(host, mamba_mode, prefix) if e not in p.errors)
+def _model_rules(p, v, lm, hybrid):
+    """The hybrid, connector and version-pairing rules of fleet_rules, applied to this host."""
+    host, cfg, device, connector = p.host, p.cfg, v['device'], v['connector']
+    if hybrid and v['mamba_mode'] is not None and v['prefix'] is not None:
+        p.errors.extend(e for e in rules.check_mamba_cache_mode(host, v['mamba_mode'], v['prefix']) if e not in p.errors)
+    server_mode = cfg.get('lmcache_server_supported_transfer_mode')
     if connector is not None and device is not None:
         view = dict(cfg, hybrid=hybrid)
         errors = []
@@ -860,7 +867,6 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
         p.errors.extend(e for e in rules.check_shared_memory_user(host, view) if e not in p.errors)
     elif server_mode not in rules.SERVER_TRANSFER_MODES:
         p.errors.extend(rules.check_transfer_modes(host, server_mode, None, 'cuda'))
-
     if connector and device == 'cuda':
         errs, warns = rules.check_version_pairing(host, cfg.get('vllm_server_version'), {
             'vllm_server_lmcache_version': cfg.get('vllm_server_lmcache_version'),
@@ -868,130 +874,145 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
         p.errors.extend(errs)
         p.warnings.extend(warns)
 
-    # ---- N-dependent rules and derived values
+
+def _derive(p, v, lm, block, source, hybrid, hybrid_source):
+    """The N-dependent rules and every derived value."""
+    host, cfg, connector = p.host, p.cfg, v['connector']
     chunk = None
-    max_tokens = mnbt
+    max_tokens = v['mnbt']
     if block is not None:
-        if explicit_chunk is not None:
-            p.errors.extend(e for e in rules.check_chunk_size(host, block, explicit_chunk) if e not in p.errors)
-            chunk = explicit_chunk
-        elif multiple is not None:
-            chunk = rules.default_chunk_size(block, multiple, hybrid)
+        if lm['explicit_chunk'] is not None:
+            p.errors.extend(e for e in rules.check_chunk_size(host, block, lm['explicit_chunk']) if e not in p.errors)
+            chunk = lm['explicit_chunk']
+        elif lm['multiple'] is not None:
+            chunk = rules.default_chunk_size(block, lm['multiple'], hybrid)
         if hybrid:
             errs, warns = rules.check_max_num_batched_tokens(
-                host, block, mnbt, separate_object_groups=separate is not False,
+                host, block, v['mnbt'], separate_object_groups=lm['separate'] is not False,
                 lmcache_version=cfg.get('vllm_server_lmcache_version') if connector else None)
             p.errors.extend(e for e in errs if e not in p.errors)
             p.warnings.extend(warns)
             if max_tokens is None:
                 max_tokens = rules.default_max_num_batched_tokens(block)
-            if spec and connector:
-                p.warn('vllm_server_speculative_config', spec,
+            if v['spec'] and connector:
+                p.warn('vllm_server_speculative_config', v['spec'],
                        'enables speculative decoding with LMCache on a hybrid model, which has produced corrupted output'
                        ' with prefix caching', 'use null unless this combination has been verified')
-    if workers is None and tp is not None and tp > 1:
-        workers = tp
-
-    # the prediction, compared with a probed N
-    n_inputs = {
-        'model': model,
-        'revision': cfg.get('vllm_server_model_revision') or None,
-        'tensor_parallel_size': tp or 1,
-        'dtype': dtype or 'auto',
-        'kv_cache_dtype': kv_dtype or 'auto',
-        'mamba_ssm_cache_dtype': ssm_dtype or 'auto',
-        'mamba_cache_dtype': mamba_dtype or 'auto',
-        'block_size': block_size,
-        'speculative_config': spec,
-        'num_speculative_tokens': as_int((spec or {}).get('num_speculative_tokens')) or 0,
-        'platform': device,
-        'vllm_version': cfg.get('vllm_server_version'),
-        'extra_args': vllm_extra,
-        'config': config_source(cfg, model),
+    workers = lm['workers']
+    if workers is None and v['tp'] is not None and v['tp'] > 1:
+        workers = v['tp']
+    transfer = None
+    if connector:
+        transfer = rules.kv_transfer_config(cfg.get('vllm_server_lmcache_host'), cfg.get('vllm_server_lmcache_port'),
+                                            cfg.get('vllm_server_lmcache_transfer_mode'), v['mq_timeout'])
+    return {
+        'block_size': block,
+        'n_source': source or 'unknown',
+        'hybrid': hybrid,
+        'hybrid_source': hybrid_source,
+        'chunk_size': chunk,
+        'max_num_batched_tokens': max_tokens,
+        'separate_object_groups': True if hybrid else lm['separate'],
+        'mamba_cache_mode': v['mamba_mode'] if hybrid else None,
+        'enable_prefix_caching': True if hybrid else v['prefix'],
+        'max_gpu_workers': workers,
+        'kv_transfer_config': transfer,
+        'warnings': p.warnings,
     }
-    if n_kind == 'probed' and block is not None and isinstance(prediction, dict) and as_int(prediction.get('block_size')) \
-            and as_int(prediction.get('block_size')) != block:
-        shown = ['architecture=%s' % prediction.get('architecture', '?')]
-        shown += ['%s=%s' % (k, rules.fmt_value(n_inputs[k])) for k in
-                  ('tensor_parallel_size', 'dtype', 'kv_cache_dtype', 'mamba_ssm_cache_dtype', 'mamba_cache_dtype',
-                   'block_size', 'num_speculative_tokens', 'platform', 'vllm_version')]
-        shown.append('config=%s' % n_inputs['config'])
-        shown += ['%s=%s' % (k, prediction[k]) for k in ('model_dtype', 'conv_dtype', 'ssm_dtype', 'gpu_architecture')
-                  if k in prediction]
-        p.warnings.append('host %s: the probed N=%d differs from the predicted N=%s (prediction inputs: %s); the probe '
-                          'wins: N=%d is deployed' % (rules._label(host), block, prediction.get('block_size'),
-                                                      ', '.join(shown), block))
 
-    result = {
-        'host': host,
+
+def _n_inputs(cfg, v):
+    """The inputs of N: what the probe runs with, the prediction reads and the reports show."""
+    return {
+        'model': v['model'],
+        'revision': cfg.get('vllm_server_model_revision') or None,
+        'tensor_parallel_size': v['tp'] or 1,
+        'dtype': v['dtype'] or 'auto',
+        'kv_cache_dtype': v['kv_dtype'] or 'auto',
+        'mamba_ssm_cache_dtype': v['ssm_dtype'] or 'auto',
+        'mamba_cache_dtype': v['mamba_dtype'] or 'auto',
+        'block_size': v['block_size'],
+        'speculative_config': v['spec'],
+        'num_speculative_tokens': as_int((v['spec'] or {}).get('num_speculative_tokens')) or 0,
+        'platform': v['device'],
+        'vllm_version': cfg.get('vllm_server_version'),
+        'extra_args': v['extra'],
+        'config': config_source(cfg, v['model']),
+    }
+
+
+def _compare_prediction(p, block, prediction, n_inputs):
+    """A warning with both values and the prediction's inputs when the probed N differs from the predicted one."""
+    if block is None or not isinstance(prediction, dict) or not as_int(prediction.get('block_size')) \
+            or as_int(prediction.get('block_size')) == block:
+        return
+    shown = ['architecture=%s' % prediction.get('architecture', '?')]
+    shown += ['%s=%s' % (k, rules.fmt_value(n_inputs[k])) for k in
+              ('tensor_parallel_size', 'dtype', 'kv_cache_dtype', 'mamba_ssm_cache_dtype', 'mamba_cache_dtype',
+               'block_size', 'num_speculative_tokens', 'platform', 'vllm_version')]
+    shown.append('config=%s' % n_inputs['config'])
+    shown += ['%s=%s' % (k, prediction[k]) for k in ('model_dtype', 'conv_dtype', 'ssm_dtype', 'gpu_architecture')
+              if k in prediction]
+    p.warnings.append('host %s: the probed N=%d differs from the predicted N=%s (prediction inputs: %s); the probe '
+                      'wins: N=%d is deployed' % (rules._label(p.host), block, prediction.get('block_size'),
+                                                  ', '.join(shown), block))
+
+
+def _assemble(p, v, lm_values, derived, n_inputs, expected):
+    """The plan's result: the services (argv, environments, unit lines), the probe's arguments, the files."""
+    cfg = p.cfg
+    lm = _lmcache_service(cfg, derived, lm_values['extra'], lm_values['env'], v['lmcache_gpus'], lm_values['l1'],
+                          lm_values['log_level'], lm_values['track'])
+    vl = _vllm_service(cfg, derived, v)
+    ports = v['ports']
+    return {
+        'host': p.host,
         'errors': p.errors,
         'warnings': p.warnings,
         'n_inputs': n_inputs,
-        'derived': {
-            'block_size': block,
-            'n_source': source or 'unknown',
-            'hybrid': hybrid,
-            'hybrid_source': hybrid_source,
-            'chunk_size': chunk,
-            'max_num_batched_tokens': max_tokens,
-            'separate_object_groups': True if hybrid else separate,
-            'mamba_cache_mode': mamba_mode if hybrid else None,
-            'enable_prefix_caching': True if hybrid else prefix,
-            'max_gpu_workers': workers,
-            'kv_transfer_config': None,
-            'warnings': p.warnings,
+        'derived': derived,
+        'lmcache': lm,
+        'vllm': vl,
+        'probe': {
+            'model': v['model'],
+            'revision': n_inputs['revision'],
+            'vllm_executable': vl['bin'],
+            'tensor_parallel_size': n_inputs['tensor_parallel_size'],
+            'dtype': n_inputs['dtype'],
+            'kv_cache_dtype': n_inputs['kv_cache_dtype'],
+            'mamba_ssm_cache_dtype': n_inputs['mamba_ssm_cache_dtype'],
+            'mamba_cache_dtype': n_inputs['mamba_cache_dtype'],
+            'block_size': v['block_size'],
+            'speculative_config': v['spec'],
+            'extra_args': v['extra'],
+            'env': vl['probe_env'],
+            'timeout': v['timeouts'].get('vllm_server_probe_timeout'),
+            'force': as_bool(cfg.get('vllm_server_probe_force')) is True,
+            'service_name': cfg.get('vllm_server_service_name'),
+            'service_fingerprint_file': vl['fingerprint_path'],
+            'user': cfg.get('vllm_server_user'),
+            'group': cfg.get('vllm_server_group'),
+        },
+        'files': [lm['unit_path'], lm['env_path'], vl['unit_path'], vl['env_path'], vl['fingerprint_path']],
+        'rendered': [
+            {'role': 'lmcache_server', 'template': 'lmcache-server.service.j2', 'dest': lm['unit_path'], 'mode': '0644'},
+            {'role': 'lmcache_server', 'template': 'lmcache-server.env.j2', 'dest': lm['env_path'], 'mode': '0600'},
+            {'role': 'vllm_server', 'template': 'vllm.service.j2', 'dest': vl['unit_path'], 'mode': '0644'},
+            {'role': 'vllm_server', 'template': 'vllm.env.j2', 'dest': vl['env_path'], 'mode': '0600'},
+        ],
+        'summary': {
+            'host': p.host, 'model': v['model'] or '?', 'device': v['device'], 'tp': v['tp'],
+            'gpus': ','.join(str(g) for g in v['gpus'] or []),
+            'n': derived['block_size'], 'n_source': derived['n_source'], 'expected': expected,
+            'hybrid': derived['hybrid'], 'chunk_size': derived['chunk_size'],
+            'max_num_batched_tokens': derived['max_num_batched_tokens'],
+            'dtype': n_inputs['dtype'], 'kv_cache_dtype': n_inputs['kv_cache_dtype'],
+            'ssm_dtype': n_inputs['mamba_ssm_cache_dtype'],
+            'vllm_port': ports.get('vllm_server_port'), 'lmcache_port': ports.get('lmcache_server_port'),
+            'lmcache_http_port': ports.get('lmcache_server_http_port'),
+            'connector': bool(v['connector']), 'warnings': p.warnings,
         },
     }
-    if connector:
-        result['derived']['kv_transfer_config'] = rules.kv_transfer_config(
-            cfg.get('vllm_server_lmcache_host'), cfg.get('vllm_server_lmcache_port'), transfer_mode, mq_timeout)
-
-    # ---- argv, environments, unit fields
-    lm = _lmcache_service(cfg, result['derived'], lmcache_extra, lmcache_env, lmcache_gpus, l1, log_level, track)
-    vl = _vllm_service(cfg, result['derived'], locals_for_vllm(
-        model=model, served=served, tp=tp, n_inputs=n_inputs, max_seqs=max_seqs, max_len=max_len, gpu_util=gpu_util,
-        lm_only=lm_only, load_format=load_format, eager=eager, kv_space=kv_space, gpus=gpus, extra=vllm_extra,
-        env=vllm_env, secrets=secrets, device=device))
-    result['lmcache'] = lm
-    result['vllm'] = vl
-    result['probe'] = {
-        'model': model,
-        'revision': n_inputs['revision'],
-        'vllm_executable': vl['bin'],
-        'tensor_parallel_size': tp or 1,
-        'dtype': n_inputs['dtype'],
-        'kv_cache_dtype': n_inputs['kv_cache_dtype'],
-        'mamba_ssm_cache_dtype': n_inputs['mamba_ssm_cache_dtype'],
-        'mamba_cache_dtype': n_inputs['mamba_cache_dtype'],
-        'block_size': block_size,
-        'speculative_config': spec,
-        'extra_args': vllm_extra,
-        'env': vl['probe_env'],
-        'timeout': timeouts.get('vllm_server_probe_timeout'),
-        'force': as_bool(cfg.get('vllm_server_probe_force')) is True,
-        'service_name': cfg.get('vllm_server_service_name'),
-        'service_fingerprint_file': vl['fingerprint_path'],
-        'user': cfg.get('vllm_server_user'),
-        'group': cfg.get('vllm_server_group'),
-    }
-    result['files'] = [lm['unit_path'], lm['env_path'], vl['unit_path'], vl['env_path'], vl['fingerprint_path']]
-    result['rendered'] = [
-        {'role': 'lmcache_server', 'template': 'lmcache-server.service.j2', 'dest': lm['unit_path'], 'mode': '0644'},
-        {'role': 'lmcache_server', 'template': 'lmcache-server.env.j2', 'dest': lm['env_path'], 'mode': '0600'},
-        {'role': 'vllm_server', 'template': 'vllm.service.j2', 'dest': vl['unit_path'], 'mode': '0644'},
-        {'role': 'vllm_server', 'template': 'vllm.env.j2', 'dest': vl['env_path'], 'mode': '0600'},
-    ]
-    result['summary'] = {
-        'host': host, 'model': model or '?', 'device': device, 'tp': tp, 'gpus': ','.join(str(g) for g in gpus or []),
-        'n': block, 'n_source': source or 'unknown', 'expected': expected, 'hybrid': hybrid,
-        'chunk_size': chunk, 'max_num_batched_tokens': max_tokens,
-        'dtype': n_inputs['dtype'], 'kv_cache_dtype': n_inputs['kv_cache_dtype'],
-        'ssm_dtype': n_inputs['mamba_ssm_cache_dtype'],
-        'vllm_port': ports.get('vllm_server_port'), 'lmcache_port': ports.get('lmcache_server_port'),
-        'lmcache_http_port': ports.get('lmcache_server_http_port'),
-        'connector': bool(connector), 'warnings': p.warnings,
-    }
-    return result
 
 
 def config_source(cfg, model):
@@ -1002,10 +1023,6 @@ def config_source(cfg, model):
     revision = cfg.get('vllm_server_model_revision')
     where = given if given not in (None, '') else model
     return '%s%s' % (where, ' (revision %s)' % revision if revision not in (None, '', 'main') else '')
-
-
-def locals_for_vllm(**values):
-    return values
 
 
 def _unit_common(name, cfg, prefix):
