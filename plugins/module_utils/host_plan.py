@@ -935,6 +935,7 @@ def _n_inputs(cfg, v):
         'speculative_config': v['spec'],
         'num_speculative_tokens': as_int((v['spec'] or {}).get('num_speculative_tokens')) or 0,
         'platform': v['device'],
+        'gpu_architecture': cfg.get('vllm_server_gpu_architecture') or None,
         'vllm_version': cfg.get('vllm_server_version'),
         'extra_args': v['extra'],
         'config': config_source(cfg, v['model']),

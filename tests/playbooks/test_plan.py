@@ -83,7 +83,7 @@ def test_plan_example_fleet(runner, hf_env, tmp_path):
         row = [line for line in markdown.splitlines() if line.startswith('| %s |' % host)]
         assert len(row) == 1, markdown
         cells = [cell.strip() for cell in row[0].strip('|').split('|')]
-        assert cells[3] == str(want['tp'])
+        assert cells[3] == "sm90 (default for platform cuda)" and cells[4] == str(want["tp"])
         assert str(want['n']) in cells and str(want['chunk']) in cells and str(want['mnbt']) in cells
         assert cells[-3:] == [str(want['vllm_port']), str(want['lmcache_port']), str(want['http_port'])]
         match = re.search(r'<tr id="host-%s">(.*?)</tr>' % re.escape(host), html)
@@ -135,6 +135,9 @@ def test_plan_test_fleet_overrides_cpu_dense_and_fallback(runner, monkeypatch, t
     assert 'planned with vllm_server_expected_block_size=784' in output
 
     markdown = read(str(plan / 'fleet.md'))
+    # the hardware N was predicted for, and where that came from
+    assert record('plan-27b')['prediction']['assumed_architecture'] == 'sm90'
+    assert '| sm90 (default for platform cuda) |' in markdown and '| cpu (default for platform cpu) |' in markdown
     for host in ('plan-27b', 'plan-cpu', 'plan-next', 'plan-dense', 'plan-expected'):
         assert '| %s |' % host in markdown
         assert 'id="host-%s"' % host in read(str(plan / 'fleet.html'))
