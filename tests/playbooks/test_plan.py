@@ -90,7 +90,7 @@ def test_plan_example_fleet(runner, hf_env, tmp_path):
         assert match, html
         for value in (want['n'], want['chunk'], want['mnbt'], want['vllm_port']):
             assert '>%d<' % value in match.group(1)
-    assert '| gpu-02 | Qwen/Qwen3.6-27B | cuda | 4 | 0,1,2,3 | bfloat16 | fp8 | bfloat16 / float32 | 1568 |' in markdown
+    assert '| gpu-02 | Qwen/Qwen3.6-27B | cuda | sm90 (default for platform cuda) | 4 | 0,1,2,3 | bfloat16 | fp8 | bfloat16 / float32 | 1568 |' in markdown
     # self-contained: inline CSS, no external asset
     assert '<style>' in html
     assert not re.search(r'<link|<script|src=|url\(|https?://', html)
