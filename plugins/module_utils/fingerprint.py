@@ -41,12 +41,17 @@ FINGERPRINT_FIELDS = (
 )
 
 # Environment variables that never change N: left out of the fingerprint.
+# (The service's whole environment is passed to the probe: its locations, proxies, hub and
+# telemetry settings, device selection - the GPUs enter through the hardware - and LMCache's own
+# variables, whose connector the probe does not load, stay out.)
 ENV_IGNORED_RE = re.compile(
     r"^(VLLM_LOGGING_\w+|VLLM_CONFIGURE_LOGGING|VLLM_CPU_KVCACHE_SPACE|VLLM_CPU_OMP_THREADS_BIND"
-    r"|VLLM_NO_USAGE_STATS|DO_NOT_TRACK|VLLM_CACHE_ROOT|HF_HOME|HF_HUB_OFFLINE|HF_TOKEN"
-    r"|HUGGING_FACE_HUB_TOKEN|TRANSFORMERS_OFFLINE|NO_COLOR|PYTHONUNBUFFERED|PATH|HOME"
+    r"|VLLM_CPU_NUM_OF_RESERVED_CPU|VLLM_NO_USAGE_STATS|DO_NOT_TRACK|VLLM_CACHE_ROOT|HF_HOME"
+    r"|HF_HUB_\w+|HF_ENDPOINT|HF_TOKEN|HUGGING_FACE_HUB_TOKEN|HUGGINGFACE_HUB_CACHE|TRANSFORMERS_\w+"
+    r"|NO_COLOR|PYTHONUNBUFFERED|PYTHONHASHSEED|PATH|HOME|USER|LOGNAME|SHELL|LANG|LC_\w+|TZ"
     r"|TMPDIR|VLLM_HOST_IP|VLLM_PORT|VLLM_API_KEY|VLLM_RPC_TIMEOUT|VLLM_ENGINE_READY_TIMEOUT_S"
-    r"|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES|OMP_NUM_THREADS)$"
+    r"|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES|OMP_NUM_THREADS|LMCACHE_\w+"
+    r"|(?i:https?_proxy|no_proxy|all_proxy)|REQUESTS_CA_BUNDLE|SSL_CERT_FILE|SSL_CERT_DIR|CURL_CA_BUNDLE)$"
 )
 
 # Python snippet run with the venv's interpreter: versions of the vLLM dists.

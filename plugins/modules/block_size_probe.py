@@ -212,6 +212,9 @@ options:
     description:
       - C(--gpu-memory-utilization) of the probe launch (does not change N). On CPU hosts the
         probe also sets C(VLLM_CPU_KVCACHE_SPACE=1) unless O(env) sets it.
+      - On CUDA hosts the GPUs' free memory is checked first; beside processes that hold GPU memory
+        (a running service) the value may be lowered, see O(fit_gpu_memory). Keep the default rather than
+        the service's own utilisation.
     type: float
     default: 0.3
   port:

@@ -39,6 +39,9 @@ pytestmark = pytest.mark.real
 SHARED_MODELS = "/work/shared/models"
 RESULTS = os.environ.get("FLEET_ENGINE_LAUNCHER_RESULTS")  # append one JSON line per case here
 
+# one CPU per tensor-parallel rank (not an input of N)
+TP2_ENV = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
+
 # (id, model fixture or shared model dir, module arguments)
 CASES = [
     ("q35-0.8b-shrunk", "qwen3.5-0.8b", {}),
@@ -54,10 +57,11 @@ EXTENDED = [
     ("q35-0.8b-ssm-bf16", "qwen3.5-0.8b", {"mamba_ssm_cache_dtype": "bfloat16"}),
     ("q35-0.8b-ssm-fp32-conv-fp32", "qwen3.5-0.8b",
      {"mamba_ssm_cache_dtype": "float32", "mamba_cache_dtype": "float32"}),
-    ("q35-0.8b-tp2", "qwen3.5-0.8b", {"tensor_parallel_size": 2}),
+    # vllm-cpu binds rank N to the N-th NUMA node unless told otherwise: this machine has one node
+    ("q35-0.8b-tp2", "qwen3.5-0.8b", {"tensor_parallel_size": 2, "env": TP2_ENV}),
     ("q36-27b-shrunk", "qwen3.6-27b", {}),
     ("q36-27b-bs32", "qwen3.6-27b", {"block_size": 32}),
-    ("q36-27b-tp2", "qwen3.6-27b", {"tensor_parallel_size": 2}),
+    ("q36-27b-tp2", "qwen3.6-27b", {"tensor_parallel_size": 2, "env": TP2_ENV}),
     ("shared-q35-0.8b", "shared:Qwen3.5-0.8B", {}),
     ("shared-q36-27b", "shared:Qwen3.6-27B", {}),
     ("shared-q36-27b-kvfp8", "shared:Qwen3.6-27B", {"kv_cache_dtype": "fp8"}),

@@ -161,3 +161,13 @@ def test_hardware_is_an_input_of_version_2():
     cpu_b = fp(hardware={"kind": "cpu", "machine": "x86_64", "cpu_model": "AMD EPYC",
                          "isa": ["avx2", "avx512_bf16", "avx512f"]})
     assert cpu_a != cpu_b
+
+
+def test_the_services_environment_keeps_only_what_may_change_n():
+    service_env = {"HOME": "/var/lib/vllm", "HF_HOME": "/var/lib/vllm/huggingface", "VLLM_CACHE_ROOT": "/c",
+                   "PYTHONHASHSEED": "0", "VLLM_ENGINE_READY_TIMEOUT_S": "600", "VLLM_NO_USAGE_STATS": "1",
+                   "DO_NOT_TRACK": "1", "LMCACHE_TRACK_USAGE": "false", "CUDA_VISIBLE_DEVICES": "0,1",
+                   "VLLM_CPU_KVCACHE_SPACE": "4", "https_proxy": "http://proxy:3128", "NO_PROXY": "localhost",
+                   "HF_ENDPOINT": "https://mirror.example", "HF_HUB_ENABLE_HF_TRANSFER": "1",
+                   "VLLM_ATTENTION_BACKEND": "FLASHINFER", "VLLM_USE_FLASHINFER_SAMPLER": "0"}
+    assert relevant_env(service_env) == {"VLLM_ATTENTION_BACKEND": "FLASHINFER", "VLLM_USE_FLASHINFER_SAMPLER": "0"}
