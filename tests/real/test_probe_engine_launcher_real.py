@@ -38,6 +38,10 @@ pytestmark = pytest.mark.real
 
 SHARED_MODELS = "/work/shared/models"
 RESULTS = os.environ.get("FLEET_ENGINE_LAUNCHER_RESULTS")  # append one JSON line per case here
+# further module arguments for every case, as JSON: on a CUDA host for example
+# '{"extra_args": ["--additional-config", "{\"gdn_prefill_backend\": \"triton\"}"],
+#   "env": {"VLLM_USE_FLASHINFER_SAMPLER": "0"}}' (with FLEET_VLLM_VENV naming its venv)
+HOST_ARGS = json.loads(os.environ.get("FLEET_PROBE_TEST_ARGS") or "{}")
 
 # one CPU per tensor-parallel rank (not an input of N)
 TP2_ENV = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
@@ -86,7 +90,18 @@ def without_port(argv):
     return [a for i, a in enumerate(argv) if a != "--port" and (i == 0 or argv[i - 1] != "--port")]
 
 
+def with_host_args(args):
+    out = dict(HOST_ARGS)
+    out.update(args)
+    if "env" in HOST_ARGS or "env" in args:
+        out["env"] = dict(HOST_ARGS.get("env") or {}, **(args.get("env") or {}))
+    if "extra_args" in HOST_ARGS or "extra_args" in args:
+        out["extra_args"] = list(HOST_ARGS.get("extra_args") or []) + list(args.get("extra_args") or [])
+    return out
+
+
 def compare(tmp_path_factory, case_id, source, args):
+    args = with_host_args(args)
     work = work_for(tmp_path_factory, case_id, source)
     logs = {}
     res = {}
