@@ -102,7 +102,7 @@ def gpu_inventory(run_command, nvidia_smi='nvidia-smi'):
         try:
             gpus = parse_gpu_inventory(out)
         except ValueError as e:
-            raise NvidiaSmiError('nvidia-smi --query-gpu printed what cannot be read: %s' % e, rc, out)
+            raise NvidiaSmiError('nvidia-smi --query-gpu printed what cannot be read: %s' % e, rc, '')
     else:
         gpus = parse_query_csv(out, fields)
     for gpu in gpus:
