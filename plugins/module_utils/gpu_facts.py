@@ -17,12 +17,15 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import GPU_QUERY_FIELDS, parse_gpu_inventory
+
 # Asked of nvidia-smi, in this order. A driver that does not know a field makes nvidia-smi refuse the
-# whole query: the query is then asked again with fewer fields (BASIC_FIELDS, then without compute_cap,
-# which needs a driver from 2021 or later); the missing values are null.
+# whole query: the query is then asked again with fewer fields (BASIC_FIELDS: the probe's own query of
+# hardware.py, read by its parser; then without compute_cap, which needs a driver from 2021 or later);
+# the missing values are null.
 QUERY_FIELDS = ('index', 'name', 'uuid', 'memory.total', 'memory.used', 'memory.free', 'utilization.gpu',
                 'driver_version', 'compute_cap', 'pci.bus_id')
-BASIC_FIELDS = ('index', 'name', 'uuid', 'memory.total', 'memory.used', 'driver_version', 'compute_cap')
+BASIC_FIELDS = tuple(GPU_QUERY_FIELDS)
 FALLBACK_FIELDS = (QUERY_FIELDS, BASIC_FIELDS, tuple(f for f in BASIC_FIELDS if f != 'compute_cap'))
 _KEYS = {
     'index': 'index', 'name': 'name', 'uuid': 'uuid', 'memory.total': 'memory_total_mib',
@@ -95,7 +98,13 @@ def gpu_inventory(run_command, nvidia_smi='nvidia-smi'):
     if rc != 0:
         output = '\n'.join(part.strip() for part in (out, err) if part and part.strip())
         raise NvidiaSmiError('nvidia-smi --query-gpu failed (rc %s): %s' % (rc, first_line(output)), rc, output)
-    gpus = parse_query_csv(out, fields)
+    if fields == BASIC_FIELDS:
+        try:
+            gpus = parse_gpu_inventory(out)
+        except ValueError as e:
+            raise NvidiaSmiError('nvidia-smi --query-gpu printed what cannot be read: %s' % e, rc, '')
+    else:
+        gpus = parse_query_csv(out, fields)
     for gpu in gpus:
         for field in QUERY_FIELDS:
             gpu.setdefault(_KEYS[field], None)

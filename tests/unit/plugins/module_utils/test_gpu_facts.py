@@ -249,3 +249,17 @@ def test_module_on_a_host_without_a_driver(run_module):
     assert result['ansible_facts']['fleet_gpus']['reason'] == 'no NVIDIA driver: nvidia-smi is not installed on this host'
     status, result = run_module('no-driver', host='gpu-09', tensor_parallel_size=1)
     assert status == 'failed' and 'vllm_server_device=cuda but no working NVIDIA driver' in result['msg']
+
+
+def test_the_basic_query_is_read_by_the_probes_parser():
+    """When the driver refuses a field of the full query, the probe's own query and parser (hardware.py) answer."""
+    def run(argv):
+        if argv[1] == '--query-gpu=' + ','.join(gf.QUERY_FIELDS):
+            return 2, 'Field "memory.free" is not a valid field to query.\n', ''
+        if argv[1] == '--query-gpu=' + ','.join(gf.BASIC_FIELDS):
+            return 0, 'garbage\n', ''
+        return 0, '', ''
+    with pytest.raises(gf.NvidiaSmiError, match='cannot be read'):
+        gf.gpu_inventory(run, 'nvidia-smi')
+    facts = gf.gpu_facts(run, 'nvidia-smi')
+    assert facts['driver_present'] is False and 'cannot be read' in facts['reason']
