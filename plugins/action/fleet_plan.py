@@ -1,0 +1,117 @@
+# -*- coding: utf-8 -*-
+# Copyright: lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action of lmcache_vllm.fleet.fleet_plan: the whole fleet's plan in one pass on the control node.
+
+Documented in plugins/modules/fleet_plan.py. The rules are host_plan.plan_host's, the prediction
+block_size_predict's, the files the roles' own templates; plan_tree holds the pass's pure logic.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible.plugins.filter.core import to_nice_json
+from ansible.template import generate_ansible_template_vars, trust_as_template
+from ansible.utils.display import Display
+
+from ansible_collections.lmcache_vllm.fleet.plugins.lookup.model_config import read_model_config
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_tree
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import VARIABLE_RE, plan_host, public_view
+
+display = Display()
+
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FLEET_TEMPLATES = ('fleet.md', 'fleet.html')
+
+
+class ActionModule(ActionBase):
+
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(('hosts', 'dest'))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        hosts = self._task.args.get('hosts')
+        dest = self._task.args.get('dest')
+        if not isinstance(hosts, list) or not hosts or not dest:
+            raise AnsibleActionFail('fleet_plan needs hosts (the play hosts) and dest (the plan directory)')
+        hostvars = task_vars['hostvars']
+        planned = [self._plan_one(host, hostvars[host]) for host in hosts]
+        warnings = self._checked(planned)
+        for warning in warnings:
+            display.warning(warning)
+        self._templates = {}
+        rows, changed = [], False
+        made = set()
+        for host, plan, prediction, problem, host_vars in planned:
+            public = public_view(plan)
+            changed |= self._write_host(dest, host, public, prediction, problem, host_vars, made)
+            rows.append(plan_tree.fleet_row(public, prediction))
+        changed |= self._write_fleet(dest, rows, warnings, task_vars, made)
+        result.update(changed=changed, rows=rows, warnings_shown=warnings, lines=plan_tree.table_lines(rows, dest))
+        return result
+
+    def _plan_one(self, host, host_vars):
+        settings = {name: host_vars[name] for name in host_vars if VARIABLE_RE.match(name)}
+        static = plan_host(host, settings)
+        if not hasattr(self, '_reader'):
+            self._reader = plan_tree.ConfigReader(read_model_config)
+        override = host_vars['vllm_server_model_config'] if 'vllm_server_model_config' in host_vars else None
+        paths = host_vars['fleet_plan_model_paths'] if 'fleet_plan_model_paths' in host_vars else []
+        prediction, problem = plan_tree.predict(host, static['n_inputs'], override, self._reader, paths or [])
+        plan = plan_host(host, settings, n=prediction['block_size'] if prediction else None, n_kind='predicted',
+                         prediction=prediction, prediction_problem=problem)
+        managed = host_vars['ansible_managed'] if 'ansible_managed' in host_vars else None
+        return host, plan, prediction, problem, {'static': static, 'ansible_managed': managed}
+
+    @staticmethod
+    def _checked(planned):
+        """Stop on any problem (validate.yml's check first, then with the predicted N); the warnings, each once."""
+        _errors, static_warnings, message = plan_tree.check([entry[4]['static'] for entry in planned], 'in the inventory')
+        if message:
+            raise AnsibleActionFail(message)
+        _errors, warnings, message = plan_tree.check([entry[1] for entry in planned], 'with the predicted N',
+                                                     'nothing was planned')
+        if message:
+            raise AnsibleActionFail(message)
+        return list(dict.fromkeys(static_warnings + warnings))
+
+    def _template(self, path):
+        """The template's text (trusted, read once) and its template variables (ansible_managed...)."""
+        if path not in self._templates:
+            text = trust_as_template(self._loader.get_text_file_contents(path))
+            self._templates[path] = (text, generate_ansible_template_vars(path=path, fullpath=path))
+        return self._templates[path]
+
+    def _render(self, path, variables):
+        text, template_vars = self._template(path)
+        available = dict(template_vars)
+        if variables.get('ansible_managed') is None:
+            variables.pop('ansible_managed', None)
+        available.update(variables)
+        templar = self._templar.copy_with_new_env(available_variables=available)
+        return templar.template(text, escape_backslashes=False) or ''
+
+    def _write_host(self, dest, host, public, prediction, problem, host_vars, made):
+        changed = False
+        for item in public['rendered']:
+            source = os.path.join(COLLECTION_ROOT, 'roles', item['role'], 'templates', item['template'])
+            content = self._render(source, {'__lmcache_server_plan': public, '__vllm_server_plan': public,
+                                            'ansible_managed': host_vars['ansible_managed']})
+            changed |= plan_tree.write_file(plan_tree.host_path(dest, host, item['dest']), content, item['mode'], made)
+        content = to_nice_json(plan_tree.record(public, prediction, problem), sort_keys=True) + '\n'
+        changed |= plan_tree.write_file(plan_tree.host_path(dest, host, '/plan.json'), content, '0644', made)
+        return changed
+
+    def _write_fleet(self, dest, rows, warnings, task_vars, made):
+        changed = False
+        playbooks = os.path.join(COLLECTION_ROOT, 'playbooks', 'templates', 'plan')
+        for name in FLEET_TEMPLATES:
+            content = self._render(os.path.join(playbooks, name + '.j2'),
+                                   {'__fleet_plan_rows': rows, '__fleet_check': {'warnings': warnings},
+                                    'ansible_managed': task_vars.get('ansible_managed')})
+            changed |= plan_tree.write_file(os.path.join(dest, name), content, '0644', made)
+        return changed

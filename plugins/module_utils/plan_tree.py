@@ -1,0 +1,145 @@
+# -*- coding: utf-8 -*-
+# Copyright: lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet plan in one pass on the control node (the action plugin lmcache_vllm.fleet.fleet_plan).
+
+Pure logic, no Ansible: the prediction of each host's N from its model's configuration (read once
+per distinct model), the checks of every host's plan (all problems at once, in validate.yml's
+words), each host's ``plan.json`` record, the fleet table's rows and the writing of a file only
+when its content or mode differs. The plans themselves come from ``host_plan.plan_host``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import explain_block_size
+
+
+def prediction_inputs(n_inputs):
+    """The keyword arguments of the prediction (the host's inputs of N), as tasks/predict.yml passes them."""
+    return {
+        'tensor_parallel_size': n_inputs['tensor_parallel_size'],
+        'dtype': n_inputs['dtype'],
+        'kv_cache_dtype': n_inputs['kv_cache_dtype'],
+        'mamba_ssm_cache_dtype': n_inputs['mamba_ssm_cache_dtype'],
+        'mamba_cache_dtype': n_inputs['mamba_cache_dtype'],
+        'block_size': n_inputs['block_size'],
+        'speculative_config': n_inputs['speculative_config'],
+        'platform': n_inputs['platform'],
+        'architecture': n_inputs['gpu_architecture'],
+        'vllm_version': n_inputs['vllm_version'],
+    }
+
+
+class ConfigReader:
+    """Reads each model's configuration once (``read(model, revision=, paths=)`` raises LookupError)."""
+
+    def __init__(self, read):
+        self._read = read
+        self._seen = {}
+
+    def config(self, override, model, revision, paths):
+        """The configuration: ``override`` when it is a mapping, else read from the override or the model."""
+        if isinstance(override, dict):
+            return override
+        term = override if override not in (None, '') else model
+        key = (term, revision or 'main', tuple(paths or ()))
+        if key not in self._seen:
+            try:
+                self._seen[key] = (self._read(term, revision=revision or 'main', paths=list(paths or ())), None)
+            except LookupError as exc:
+                self._seen[key] = (None, str(exc))
+        config, problem = self._seen[key]
+        if problem:
+            raise LookupError(problem)
+        return config
+
+
+def predict(host, n_inputs, override, reader, paths):
+    """(prediction details or None, the sentence saying why N cannot be predicted or None); never raises."""
+    try:
+        config = reader.config(override, n_inputs['model'], n_inputs['revision'], paths)
+    except LookupError as exc:
+        return None, 'host %s: %s' % (host, exc)
+    try:
+        return explain_block_size(config, **prediction_inputs(n_inputs)), None
+    except (ValueError, TypeError) as exc:
+        return None, 'host %s: cannot predict the block size: %s' % (host, exc)
+
+
+def check(plans, what, spared='nothing was changed'):
+    """(errors, warnings, the failure message or None) of the plans, in validate.yml's words."""
+    errors = [error for plan in plans for error in plan['errors']]
+    warnings = [warning for plan in plans for warning in plan['warnings']]
+    if not errors:
+        return errors, warnings, None
+    return errors, warnings, '%d problem(s) %s, %s: %s' % (len(errors), what, spared, ' | '.join(errors))
+
+
+def record(public, prediction, problem):
+    """A host's plan.json: the public plan with the prediction and N's source."""
+    out = dict(public)
+    out.update(prediction=prediction, prediction_problem=problem,
+               block_size=public['derived']['block_size'], block_size_source=public['derived']['n_source'])
+    return out
+
+
+def fleet_row(public, prediction):
+    """A host's row of the fleet table (fleet.md, fleet.html and the play's output)."""
+    summary = public['summary']
+    p = prediction or {}
+    gpu_kind = p.get('assumed_architecture', '?')
+    if 'architecture_source' in p:
+        gpu_kind = '%s (%s)' % (gpu_kind, p['architecture_source'])
+    row = dict(summary)
+    row.update(architecture=p.get('architecture', '?'), gpu_kind=gpu_kind,
+               dtype=p.get('model_dtype', summary['dtype']), conv_dtype=p.get('conv_dtype', '-'),
+               ssm_dtype=p.get('ssm_dtype', summary['ssm_dtype']))
+    return row
+
+
+def table_lines(rows, plan_dir):
+    """The plan as the play shows it: one line per host, then where the plan was written."""
+    fmt = '%-14s %-32s %3s %-24s %5s %-9s %6s %7s %s'
+    lines = [fmt % ('host', 'model', 'TP', 'dtype/kv/ssm', 'N', 'source', 'chunk', 'mnbt', 'ports vllm/lmcache/http')]
+    for r in rows:
+        mnbt = r['max_num_batched_tokens'] if r['max_num_batched_tokens'] is not None else 'default'
+        lines.append(fmt % (r['host'], r['model'], r['tp'], '%s/%s/%s' % (r['dtype'], r['kv_cache_dtype'], r['ssm_dtype']),
+                            r['n'], r['n_source'], r['chunk_size'], mnbt,
+                            '%s/%s/%s' % (r['vllm_port'], r['lmcache_port'], r['lmcache_http_port'])))
+    lines.append('plan written to %s (fleet.md, fleet.html, one folder per host)' % plan_dir)
+    return lines
+
+
+def host_path(plan_dir, host, dest=''):
+    """Where a host's file goes in the plan: <plan_dir>/<host><path on the host>."""
+    return os.path.join(plan_dir, host) + dest
+
+
+def write_file(path, content, mode, made_dirs=None):
+    """Write ``content`` (text) with ``mode`` (octal string) unless the file already holds it; True when changed."""
+    directory = os.path.dirname(path)
+    if made_dirs is None or directory not in made_dirs:
+        os.makedirs(directory, mode=0o755, exist_ok=True)
+        if made_dirs is not None:
+            made_dirs.add(directory)
+    data = content.encode('utf-8')
+    wanted = int(mode, 8)
+    try:
+        with open(path, 'rb') as handle:
+            same = handle.read() == data
+        current = os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        same, current = False, None
+    if same and current == wanted:
+        return False
+    if not same:
+        temporary = '%s.fleet-plan-tmp' % path
+        with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, wanted), 'wb') as handle:
+            handle.write(data)
+        os.chmod(temporary, wanted)
+        os.replace(temporary, path)
+    else:
+        os.chmod(path, wanted)
+    return True
