@@ -18,7 +18,7 @@ from ansible.template import generate_ansible_template_vars, trust_as_template
 from ansible.utils.display import Display
 
 from ansible_collections.lmcache_vllm.fleet.plugins.lookup.model_config import read_model_config
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_tree
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import hardware_groups, plan_tree
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import VARIABLE_RE, plan_host, public_view
 
 display = Display()
@@ -50,8 +50,13 @@ class ActionModule(ActionBase):
             public = public_view(plan)
             changed |= self._write_host(dest, host, public, prediction, problem, host_vars, made)
             rows.append(plan_tree.fleet_row(public, prediction))
-        changed |= self._write_fleet(dest, rows, warnings, task_vars, made)
-        result.update(changed=changed, rows=rows, warnings_shown=warnings, lines=plan_tree.table_lines(rows, dest))
+        names, groups = hardware_groups.plan_groups(
+            [dict(row, n_inputs=plan['n_inputs']) for row, (_h, plan, _p, _q, _v) in zip(rows, planned)])
+        for row in rows:
+            row['group'] = names[row['host']]
+        changed |= self._write_fleet(dest, rows, groups, warnings, task_vars, made)
+        result.update(changed=changed, rows=rows, groups=groups, warnings_shown=warnings,
+                      lines=plan_tree.table_lines(rows, dest, groups))
         return result
 
     def _plan_one(self, host, host_vars):
@@ -106,12 +111,12 @@ class ActionModule(ActionBase):
         changed |= plan_tree.write_file(plan_tree.host_path(dest, host, '/plan.json'), content, '0644', made)
         return changed
 
-    def _write_fleet(self, dest, rows, warnings, task_vars, made):
+    def _write_fleet(self, dest, rows, groups, warnings, task_vars, made):
         changed = False
         playbooks = os.path.join(COLLECTION_ROOT, 'playbooks', 'templates', 'plan')
         for name in FLEET_TEMPLATES:
             content = self._render(os.path.join(playbooks, name + '.j2'),
-                                   {'__fleet_plan_rows': rows, '__fleet_check': {'warnings': warnings},
+                                   {'__fleet_plan_rows': rows, '__fleet_plan_groups': groups, '__fleet_check': {'warnings': warnings},
                                     'ansible_managed': task_vars.get('ansible_managed')})
             changed |= plan_tree.write_file(os.path.join(dest, name), content, '0644', made)
         return changed

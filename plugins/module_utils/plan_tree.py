@@ -99,15 +99,21 @@ def fleet_row(public, prediction):
     return row
 
 
-def table_lines(rows, plan_dir):
-    """The plan as the play shows it: one line per host, then where the plan was written."""
-    fmt = '%-14s %-32s %3s %-24s %5s %-9s %6s %7s %s'
-    lines = [fmt % ('host', 'model', 'TP', 'dtype/kv/ssm', 'N', 'source', 'chunk', 'mnbt', 'ports vllm/lmcache/http')]
+def table_lines(rows, plan_dir, groups=()):
+    """The plan as the play shows it: one line per host, the probe groups, then where the plan was written."""
+    fmt = '%-14s %-32s %3s %-24s %5s %-9s %6s %7s %-17s %s'
+    lines = [fmt % ('host', 'model', 'TP', 'dtype/kv/ssm', 'N', 'source', 'chunk', 'mnbt', 'ports vllm/lmc/http',
+                    'group')]
     for r in rows:
         mnbt = r['max_num_batched_tokens'] if r['max_num_batched_tokens'] is not None else 'default'
         lines.append(fmt % (r['host'], r['model'], r['tp'], '%s/%s/%s' % (r['dtype'], r['kv_cache_dtype'], r['ssm_dtype']),
                             r['n'], r['n_source'], r['chunk_size'], mnbt,
-                            '%s/%s/%s' % (r['vllm_port'], r['lmcache_port'], r['lmcache_http_port'])))
+                            '%s/%s/%s' % (r['vllm_port'], r['lmcache_port'], r['lmcache_http_port']), r.get('group', '-')))
+    for group in groups:
+        others = group['members'][1:]
+        shown = ', '.join(others[:5]) + (' and %d more' % (len(others) - 5) if len(others) > 5 else '')
+        lines.append('probe group %s: %d host(s), probed on %s%s' % (
+            group['name'], len(group['members']), group['canary'], ', taken by ' + shown if others else ''))
     lines.append('plan written to %s (fleet.md, fleet.html, one folder per host)' % plan_dir)
     return lines
 

@@ -22,7 +22,8 @@ description:
   - Any problem of any host fails the task with every problem at once, before a file is written.
   - Otherwise it writes, under O(dest), C(<host>/<path on the host>) for every file the roles would write (rendered
     with the roles' own templates, secrets redacted), C(<host>/plan.json), and the fleet table C(fleet.md) and
-    C(fleet.html). A file is rewritten only when its content or mode differs.
+    C(fleet.html), with the probe groups (hosts that would share one probe on deploy). A file is rewritten only
+    when its content or mode differs.
   - Each model's C(config.json) is read once for the whole fleet; warnings are shown once each.
 author:
   - lmcache_vllm.fleet maintainers (@lmcache-vllm)
@@ -66,8 +67,15 @@ rows:
   returned: success
   type: list
   elements: dict
+groups:
+  description:
+    - The probe groups of the plan (hosts with identical inputs of N and the same planned GPU kind and count), in
+      order, each with its C(name) (V(G1), ...), the host that probes (C(canary)) and its C(members).
+  returned: success
+  type: list
+  elements: dict
 lines:
-  description: The fleet table as text lines, then where the plan was written.
+  description: The fleet table as text lines, the probe groups, then where the plan was written.
   returned: success
   type: list
   elements: str
