@@ -108,12 +108,24 @@ class MemSampler(threading.Thread):
             self.stop.wait(self.interval)
 
 
+# The control node's CPU seconds of the last run_playbook (ansible-playbook and its children).
+LAST_CONTROLLER_CPU_S = [0.0]
+
+
+def controller_cpu_s():
+    """CPU seconds of this process's finished children: ansible-playbook, its forks and the
+    connection clients they ran (the control node's share of a deploy, not the hosts')."""
+    times = os.times()
+    return times.children_user + times.children_system
+
+
 def run_playbook(args, log_path, env=None):
     """Run ansible-playbook, log its output; return (wall s, exit code, output, peak used bytes over base,
-    busy CPU s of the machine)."""
+    busy CPU s of the machine). The control node's CPU s of the run goes to LAST_CONTROLLER_CPU_S."""
     sampler = MemSampler()
     sampler.start()
     cpu0 = cpu_busy_s()
+    controller0 = controller_cpu_s()
     t0 = time.time()
     with open(log_path, "w") as log:
         proc = subprocess.run(["ansible-playbook"] + args, cwd=REPO, stdout=subprocess.PIPE,
@@ -122,6 +134,7 @@ def run_playbook(args, log_path, env=None):
         log.write(out)
     wall = time.time() - t0
     cpu = cpu_busy_s() - cpu0
+    LAST_CONTROLLER_CPU_S[0] = controller_cpu_s() - controller0
     sampler.stop.set()
     sampler.join()
     return wall, proc.returncode, out, sampler.peak - sampler.base, cpu
@@ -209,6 +222,7 @@ def bench_size(count, work, forks):
     cores = os.cpu_count()
     row.update(first_s=round(wall1, 1), first_rc=rc1, peak_used_gib=round(peak1 / float(GIB), 2),
                first_cpu_s=round(cpu1, 1), first_floor_s=round(cpu1 / cores, 1),
+               first_controller_cpu_s_per_host=round(LAST_CONTROLLER_CPU_S[0] / count, 2),
                first_changed=sum(r["changed"] for h, r in recap(out1).items() if h in hosts))
     if rc1 != 0:
         row.update(ok=False, what="first deploy failed (exit %d), see %s" % (rc1, logs))
@@ -221,6 +235,7 @@ def bench_size(count, work, forks):
     most, parallelism = overlap(intervals)
     durations = [end - start for start, end in intervals]
     row.update(rerun_s=round(wall2, 1), rerun_rc=rc2, rerun_cpu_s=round(cpu2, 1), rerun_floor_s=round(cpu2 / cores, 1),
+               rerun_controller_cpu_s_per_host=round(LAST_CONTROLLER_CPU_S[0] / count, 2),
                rerun_changed=sum(r["changed"] for h, r in rerun.items() if h in hosts),
                rerun_hosts_relaunched=launched, rerun_over_first=round(wall2 / wall1, 3),
                probes=len(durations), probe_mean_s=round(sum(durations) / len(durations), 1) if durations else None,
@@ -235,17 +250,18 @@ def bench_size(count, work, forks):
 def markdown(rows):
     lines = ["| hosts | first deploy s | CPU floor s | no-op re-run s | CPU floor s | re-run / first "
              "| changed on re-run | vLLM launched on re-run | probes at once | probe parallelism | mean probe s "
-             "| peak used GiB | N | load |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| peak used GiB | N | load | control node CPU s/host first / no-op |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |" % (
             r["hosts"], fmt(r.get("first_s"), "%.1f"), fmt(r.get("first_floor_s"), "%.1f"),
             fmt(r.get("rerun_s"), "%.1f"), fmt(r.get("rerun_floor_s"), "%.1f"),
             fmt(r.get("rerun_over_first"), "%.2f"), fmt(r.get("rerun_changed")),
             "-" if "rerun_hosts_relaunched" not in r else (len(r["rerun_hosts_relaunched"]) or "none"),
             fmt(r.get("probe_overlap")), fmt(r.get("probe_parallelism"), "%.2f"), fmt(r.get("probe_mean_s"), "%.1f"),
             fmt(r.get("peak_used_gib"), "%.1f"), ",".join(str(n) for n in r.get("n", [])) or "-",
-            fmt(r.get("load_before"), "%.1f")))
+            fmt(r.get("load_before"), "%.1f"), fmt(r.get("first_controller_cpu_s_per_host"), "%.2f"),
+            fmt(r.get("rerun_controller_cpu_s_per_host"), "%.2f")))
     return "\n".join(lines)
 
 
