@@ -38,6 +38,7 @@ attributes:
     support: full
     description: Runs as an action plugin on the control node.
   platform:
+    support: full
     platforms: posix
     description: The control node.
 options:
