@@ -133,6 +133,10 @@ def test_plan_test_fleet_overrides_cpu_dense_and_fallback(runner, monkeypatch, t
     assert fallback['block_size'] == 784 and fallback['block_size_source'] == 'expected'
     assert 'model Example/Not-On-This-Machine: config.json not found on the control node' in fallback['prediction_problem']
     assert 'planned with vllm_server_expected_block_size=784' in output
+    # the fallback is one warning line: no error output, the sentence once
+    assert '[ERROR]' not in output and 'fatal:' not in output, output[-6000:]
+    assert output.count('config.json not found on the control node') == 1, output[-6000:]
+    assert '[WARNING]: host plan-expected: model Example/Not-On-This-Machine' in output
 
     markdown = read(str(plan / 'fleet.md'))
     # the hardware N was predicted for, and where that came from
@@ -176,3 +180,18 @@ def test_problems_with_the_predicted_n_all_at_once(runner, monkeypatch, tmp_path
     assert 'host plan-expected: model Example/Not-On-This-Machine: config.json not found on the control node' in text
     assert str(tmp_path / 'empty-hf' / 'hub' / 'models--Example--Not-On-This-Machine') in text
     assert not plan.exists()
+
+
+def test_identical_hosts_form_one_probe_group(runner, hf_env, tmp_path):
+    """Hosts with the same inputs of N share one probe group; another TP is another group."""
+    same = {'vllm_server_model': 'Qwen/Qwen3.5-0.8B', 'vllm_server_api_key': 'k'}
+    inventory = runner.write_inventory({'a-1': same, 'a-2': same, 'b-1': dict(same, vllm_server_tensor_parallel_size=2),
+                                        'a-3': dict(same, vllm_server_port=8001)})
+    plan = tmp_path / 'plan'
+    code, output = runner.run('plan.yml', inventory, '-e', 'fleet_plan_dir=%s' % plan)
+    assert code == 0, output[-6000:]
+    assert_no_contact(output)
+    assert 'probe group G1: 3 host(s), probed on a-1, taken by a-2, a-3' in output
+    assert 'probe group G2: 1 host(s), probed on b-1' in output
+    markdown = read(str(plan / 'fleet.md'))
+    assert '| G1 | 3 | a-1 | a-2, a-3 |' in markdown and '| G2 | 1 | b-1 | - |' in markdown
