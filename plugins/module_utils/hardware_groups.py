@@ -25,6 +25,10 @@ Pure logic, used on the control node:
 ``confirm(host, assigned, read_back)``
     A non-canary host's N read back from its own service after its first start against the N it was
     given: ``confirmed``, ``differs`` (re-probe the host, stop its service, report) or ``unconfirmed``.
+``read_back_journal(run, read_journal, service_name, fingerprint_file, service_fingerprint, ...)``
+    The seam of the confirmation: ``(N or None, reason)`` of the running service, read today from its
+    journal (``block_size_journal.service_block_size``, on the host); a reader of vLLM's
+    ``vllm:cache_config_info`` metric can replace it with the same result shape.
 ``plan_groups(rows)``
     The groups plan.yml shows, from each host's plan (its inputs of N and the GPU kind N is predicted
     for; the hardware itself is only known on the host).
@@ -36,6 +40,7 @@ __metaclass__ = type
 
 import copy
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_journal import service_block_size
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import canonical_json, sha256_bytes
 
 # What identifies one device rather than its kind: left out of a group's hardware.
@@ -127,6 +132,18 @@ def confirm(host, assigned, read_back):
             "message": ("%s: the service logged N=%s, the canary's N=%s; its service is stopped and the host is "
                         "probed on its own (its hardware or inputs differ from the canary's in a way the "
                         "fingerprint does not see)" % (label, n_read, given))}
+
+
+def read_back_journal(run, read_journal, service_name, fingerprint_file, service_fingerprint, **options):
+    """(N or None, reason) read back from the running unit's journal, for :func:`confirm`.
+
+    ``options``: expected_ranks, platform, vllm_version (and the clocks) of
+    ``block_size_journal.service_block_size``."""
+    result, info = service_block_size(run, read_journal, service_name, fingerprint_file, service_fingerprint,
+                                      **options)
+    if result is None:
+        return None, info.get("reason")
+    return result.get("vllm_block_size"), info.get("reason")
 
 
 def plan_key(row):

@@ -101,3 +101,47 @@ def test_plan_groups_and_the_shown_lines():
     lines = table_lines([], "/p", groups + [{"name": "G9", "canary": "x", "members": ["x"] + ["y%d" % i for i in range(7)]}])
     assert "probe group G1: 2 host(s), probed on a, taken by c" in lines
     assert "probe group G9: 8 host(s), probed on x, taken by y0, y1, y2, y3, y4 and 2 more" in lines
+
+
+SHOW = """LoadState=loaded
+ActiveState=active
+SubState=running
+InvocationID=1e96ee28b1cd47a9a2deb866a79f403a
+MainPID=31
+ExecMainStartTimestampMonotonic=2808250587
+"""
+FP = "a" * 64
+
+
+def read_back(tmp_path, journal, recorded=FP):
+    """The journal seam with test doubles of systemctl and journalctl (no running unit here)."""
+    fingerprint_file = tmp_path / "vllm.fingerprint"
+    fingerprint_file.write_text(recorded + "\n")
+    mtime = fingerprint_file.stat().st_mtime
+
+    def systemctl_double(argv):
+        assert argv[:2] == ["systemctl", "show"]
+        return 0, SHOW, ""
+
+    def journalctl_double(argv, expected_ranks):
+        assert "_SYSTEMD_INVOCATION_ID=1e96ee28b1cd47a9a2deb866a79f403a" in argv
+        return 0, journal, ""
+
+    return hg.read_back_journal(systemctl_double, journalctl_double, "vllm", str(fingerprint_file), FP,
+                                platform="cpu", vllm_version="0.32.0+cpu",
+                                clock=lambda: mtime + 10.0, monotonic=lambda: 2809.0)
+
+
+def test_the_journal_seam_reads_the_services_n_and_feeds_the_confirmation(tmp_path):
+    journal = "INFO Setting attention block size to 640 tokens to ensure that attention page size is >= mamba page size.\n"
+    n, reason = read_back(tmp_path, journal)
+    assert n == 640 and "running service's journal" in reason
+    given = {"block_size": 544, "source": "group", "group": "G1", "canary": "a1"}
+    assert hg.confirm("a2", given, (n, reason))["outcome"] == "differs"
+
+
+def test_the_journal_seam_says_why_it_has_no_n(tmp_path):
+    n, reason = read_back(tmp_path, "INFO starting\n")
+    assert n is None and "has not logged the attention block size" in reason
+    n, reason = read_back(tmp_path, "", recorded="b" * 64)
+    assert n is None and "was started with other inputs" in reason
