@@ -55,6 +55,7 @@ def test_any_input_of_n_that_differs_splits_the_group(other):
 
 def test_cpu_hosts_group_by_model_and_isa():
     cpu = {"machine": "x86_64", "model": "Xeon", "isa": ["avx2", "avx512f"]}
+
     def cpu_inputs(info):
         return fingerprint_inputs(MODEL, "0.32.0+cpu", hardware=hardware_identity("cpu", cpu=info))
     groups = hg.form_groups([("c1", cpu_inputs(cpu)), ("c2", cpu_inputs(dict(cpu))),

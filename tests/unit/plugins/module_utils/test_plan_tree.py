@@ -54,9 +54,9 @@ def test_a_missing_model_is_a_sentence_naming_the_host_and_is_looked_up_once():
     read = CountingReader()
     reader = plan_tree.ConfigReader(read)
     plan = plan_host('gpu-07', {'vllm_server_model': '/nowhere/model'})
-    for _ in range(3):
+    for attempt in range(3):
         prediction, problem = plan_tree.predict('gpu-07', plan['n_inputs'], None, reader, [])
-        assert prediction is None
+        assert prediction is None, attempt
         assert problem == 'host gpu-07: model /nowhere/model: config.json not found on the control node'
     assert read.calls == ['/nowhere/model']
 
