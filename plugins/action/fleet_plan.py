@@ -39,6 +39,8 @@ class ActionModule(ActionBase):
         if not isinstance(hosts, list) or not hosts or not dest:
             raise AnsibleActionFail('fleet_plan needs hosts (the play hosts) and dest (the plan directory)')
         hostvars = task_vars['hostvars']
+        self._reader = plan_tree.ConfigReader(read_model_config)
+        self._check = bool(self._task.check_mode)
         planned = [self._plan_one(host, hostvars[host]) for host in hosts]
         warnings = self._checked(planned)
         for warning in warnings:
@@ -62,8 +64,6 @@ class ActionModule(ActionBase):
     def _plan_one(self, host, host_vars):
         settings = {name: host_vars[name] for name in host_vars if VARIABLE_RE.match(name)}
         static = plan_host(host, settings)
-        if not hasattr(self, '_reader'):
-            self._reader = plan_tree.ConfigReader(read_model_config)
         override = host_vars['vllm_server_model_config'] if 'vllm_server_model_config' in host_vars else None
         paths = host_vars['fleet_plan_model_paths'] if 'fleet_plan_model_paths' in host_vars else []
         prediction, problem = plan_tree.predict(host, static['n_inputs'], override, self._reader, paths or [])
@@ -106,9 +106,10 @@ class ActionModule(ActionBase):
             source = os.path.join(COLLECTION_ROOT, 'roles', item['role'], 'templates', item['template'])
             content = self._render(source, {'__lmcache_server_plan': public, '__vllm_server_plan': public,
                                             'ansible_managed': host_vars['ansible_managed']})
-            changed |= plan_tree.write_file(plan_tree.host_path(dest, host, item['dest']), content, item['mode'], made)
+            changed |= plan_tree.write_file(plan_tree.host_path(dest, host, item['dest']), content, item['mode'], made,
+                                            self._check)
         content = to_nice_json(plan_tree.record(public, prediction, problem), sort_keys=True) + '\n'
-        changed |= plan_tree.write_file(plan_tree.host_path(dest, host, '/plan.json'), content, '0644', made)
+        changed |= plan_tree.write_file(plan_tree.host_path(dest, host, '/plan.json'), content, '0644', made, self._check)
         return changed
 
     def _write_fleet(self, dest, rows, groups, warnings, task_vars, made):
@@ -118,5 +119,5 @@ class ActionModule(ActionBase):
             content = self._render(os.path.join(playbooks, name + '.j2'),
                                    {'__fleet_plan_rows': rows, '__fleet_plan_groups': groups, '__fleet_check': {'warnings': warnings},
                                     'ansible_managed': task_vars.get('ansible_managed')})
-            changed |= plan_tree.write_file(os.path.join(dest, name), content, '0644', made)
+            changed |= plan_tree.write_file(os.path.join(dest, name), content, '0644', made, self._check)
         return changed

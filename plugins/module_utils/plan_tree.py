@@ -123,10 +123,12 @@ def host_path(plan_dir, host, dest=''):
     return os.path.join(plan_dir, host) + dest
 
 
-def write_file(path, content, mode, made_dirs=None):
-    """Write ``content`` (text) with ``mode`` (octal string) unless the file already holds it; True when changed."""
+def write_file(path, content, mode, made_dirs=None, check=False):
+    """Write ``content`` (text) with ``mode`` (octal string) unless the file already holds it; True when changed.
+
+    ``check``: write nothing, only say whether the file would change."""
     directory = os.path.dirname(path)
-    if made_dirs is None or directory not in made_dirs:
+    if not check and (made_dirs is None or directory not in made_dirs):
         os.makedirs(directory, mode=0o755, exist_ok=True)
         if made_dirs is not None:
             made_dirs.add(directory)
@@ -140,6 +142,8 @@ def write_file(path, content, mode, made_dirs=None):
         same, current = False, None
     if same and current == wanted:
         return False
+    if check:
+        return True
     if not same:
         temporary = '%s.fleet-plan-tmp' % path
         with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, wanted), 'wb') as handle:

@@ -29,8 +29,8 @@ author:
   - lmcache_vllm.fleet maintainers (@lmcache-vllm)
 attributes:
   check_mode:
-    support: none
-    description: Writes the plan's files on the control node in check mode too.
+    support: full
+    description: In check mode nothing is written; the task reports whether any file would change.
   diff_mode:
     support: none
     description: No diff is shown.

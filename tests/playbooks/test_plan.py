@@ -195,3 +195,11 @@ def test_identical_hosts_form_one_probe_group(runner, hf_env, tmp_path):
     assert 'probe group G2: 1 host(s), probed on b-1' in output
     markdown = read(str(plan / 'fleet.md'))
     assert '| G1 | 3 | a-1 | a-2, a-3 |' in markdown and '| G2 | 1 | b-1 | - |' in markdown
+
+
+def test_check_mode_writes_nothing(runner, hf_env, tmp_path):
+    plan = tmp_path / 'plan'
+    code, output = runner.run('plan.yml', EXAMPLE, '--check', '-e', 'fleet_plan_dir=%s' % plan)
+    assert code == 0, output[-6000:]
+    assert not plan.exists()
+    assert 'gpu-01' in output and 'changed: [' in output

@@ -126,3 +126,14 @@ def test_write_file_writes_only_what_differs(tmp_path):
 @pytest.mark.parametrize('dest,expected', [('/etc/x', '/p/h/etc/x'), ('', '/p/h')])
 def test_host_path(dest, expected):
     assert plan_tree.host_path('/p', 'h', dest) == expected
+
+
+def test_check_mode_writes_nothing_and_says_what_would_change(tmp_path):
+    path = str(tmp_path / 'h' / 'unit')
+    assert plan_tree.write_file(path, 'a\n', '0644', set(), check=True) is True
+    assert not os.path.exists(os.path.dirname(path))
+    plan_tree.write_file(path, 'a\n', '0644')
+    assert plan_tree.write_file(path, 'a\n', '0644', check=True) is False
+    assert plan_tree.write_file(path, 'b\n', '0644', check=True) is True
+    with open(path, encoding='utf-8') as handle:
+        assert handle.read() == 'a\n'
