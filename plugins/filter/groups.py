@@ -10,12 +10,24 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import hardware_groups
 
 
+def _pair(entry):
+    if isinstance(entry, dict) and 'host' in entry:
+        return entry['host'], entry.get('inputs') or None
+    if isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], str):
+        return entry[0], entry[1] if isinstance(entry[1], dict) and entry[1] else None
+    raise AnsibleFilterError('probe_groups expects a list of {host, inputs} or [host, inputs] (inputs: the '
+                             'block_size_probe result\'s inputs, e.g. with compute_only=true), got %r' % (entry,))
+
+
 def probe_groups(hosts, cached=None):
-    """The hardware groups of ``hosts``: a list of {host, inputs} (inputs: the probe module's RV inputs, or null)."""
-    if not isinstance(hosts, list) or not all(isinstance(h, dict) and 'host' in h for h in hosts):
-        raise AnsibleFilterError('probe_groups expects a list of {host, inputs} (inputs: the block_size_probe '
-                                 'result\'s inputs, e.g. with compute_only=true)')
-    return hardware_groups.form_groups([(h['host'], h.get('inputs') or None) for h in hosts], cached=cached or [])
+    """The hardware groups of ``hosts``: {host, inputs} or [host, inputs] (inputs: the probe's RV inputs, or null)."""
+    if not isinstance(hosts, list):
+        raise AnsibleFilterError('probe_groups expects a list of {host, inputs} or [host, inputs], got %s'
+                                 % type(hosts).__name__)
+    groups = hardware_groups.form_groups([_pair(h) for h in hosts], cached=cached or [])
+    for group in groups:
+        group['line'] = hardware_groups.describe(group)
+    return groups
 
 
 class FilterModule:

@@ -19,6 +19,8 @@ Pure logic, used on the control node:
     first appearance, each ``{'name': 'G1', 'key', 'canary', 'members', 'inputs'}``; the canary is the
     first member whose N is already cached (``cached``), else the first member. A host without inputs
     is a group of its own (it probes itself).
+``describe(group)``
+    One line for people (the plan's and the deploy's output).
 ``take_canary_n(groups, canary_n)``
     Each host's N: the canary's from its probe, the others' from the canary (source ``group``); a
     group whose canary has no N probes every member itself (listed in ``probe_self``).
@@ -89,6 +91,14 @@ def form_groups(hosts, cached=()):
             group["canary"] = first_cached[0]
         group["members"] = [group["canary"]] + [h for h in group["members"] if h != group["canary"]]
     return groups
+
+
+def describe(group):
+    """One line for people: the group, its size, where it probes and who takes that N."""
+    others = group["members"][1:]
+    shown = ", ".join(others[:5]) + (" and %d more" % (len(others) - 5) if len(others) > 5 else "")
+    return "probe group %s: %d host(s), probed on %s%s" % (
+        group["name"], len(group["members"]), group["canary"], ", taken by " + shown if others else "")
 
 
 def take_canary_n(groups, canary_n):

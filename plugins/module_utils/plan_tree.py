@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import explain_block_size
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware_groups import describe
 
 
 def prediction_inputs(n_inputs):
@@ -109,11 +110,7 @@ def table_lines(rows, plan_dir, groups=()):
         lines.append(fmt % (r['host'], r['model'], r['tp'], '%s/%s/%s' % (r['dtype'], r['kv_cache_dtype'], r['ssm_dtype']),
                             r['n'], r['n_source'], r['chunk_size'], mnbt,
                             '%s/%s/%s' % (r['vllm_port'], r['lmcache_port'], r['lmcache_http_port']), r.get('group', '-')))
-    for group in groups:
-        others = group['members'][1:]
-        shown = ', '.join(others[:5]) + (' and %d more' % (len(others) - 5) if len(others) > 5 else '')
-        lines.append('probe group %s: %d host(s), probed on %s%s' % (
-            group['name'], len(group['members']), group['canary'], ', taken by ' + shown if others else ''))
+    lines.extend(describe(group) for group in groups)
     lines.append('plan written to %s (fleet.md, fleet.html, one folder per host)' % plan_dir)
     return lines
 

@@ -31,11 +31,17 @@ def test_groups_from_the_probe_inputs_of_each_host():
     groups = probe_groups(hosts, cached=["b"])
     assert [(g["name"], g["canary"], g["members"]) for g in groups] == [
         ("G1", "b", ["b", "a"]), ("G2", "c", ["c"]), ("G3", "d", ["d"])]
+    assert groups[0]["line"] == "probe group G1: 2 host(s), probed on b, taken by a"
     assert groups[0]["inputs"]["hardware"]["gpus"][0] == {
         "name": "NVIDIA H200", "compute_cap": "9.0", "architecture": "sm90", "memory_total_mib": 143771}
 
 
-@pytest.mark.parametrize("bad", [None, "a", [{"inputs": {}}]])
+def test_pairs_as_ansible_zips_them():
+    groups = probe_groups([["a", inputs("GPU-a")], ["b", inputs("GPU-b")], ["c", None], ["d", {}]])
+    assert [g["members"] for g in groups] == [["a", "b"], ["c"], ["d"]]
+
+
+@pytest.mark.parametrize("bad", [None, "a", [{"inputs": {}}], [["a"]]])
 def test_bad_input_names_the_expected_shape(bad):
     with pytest.raises(AnsibleFilterError, match="list of {host, inputs}"):
         probe_groups(bad)
