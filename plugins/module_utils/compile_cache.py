@@ -13,6 +13,8 @@ Pure logic:
 
 ``cache_dirs(home, cache_root)``
     The directories copied (absolute paths on the host), from the unit's HOME and VLLM_CACHE_ROOT.
+``home_relative_dirs(home, cache_root)``
+    The same directories relative to HOME (the tarball's layout).
 ``graph_argv(argv)``
     The vLLM argv without the flags that cannot change the compiled graph (addresses, names, keys,
     logging). Everything else is kept: an unknown flag refuses a copy rather than risking one.
@@ -54,6 +56,20 @@ def cache_dirs(home, cache_root):
     """The compile caches of a vLLM unit (absolute paths)."""
     return ([posixpath.join(cache_root, d) for d in CACHE_ROOT_DIRS]
             + [posixpath.join(home, d) for d in HOME_DIRS])
+
+
+def home_relative_dirs(home, cache_root):
+    """The cache directories relative to HOME (how the tarball holds them: another host's HOME may differ).
+
+    Raises ValueError when VLLM_CACHE_ROOT is not below HOME (the plan puts it at <HOME>/cache)."""
+    home = posixpath.normpath(home)
+    out = []
+    for path in cache_dirs(home, cache_root):
+        relative = posixpath.relpath(posixpath.normpath(path), home)
+        if relative.startswith(".."):
+            raise ValueError("VLLM_CACHE_ROOT=%s is not below HOME=%s" % (cache_root, home))
+        out.append(relative)
+    return out
 
 
 def graph_argv(argv):

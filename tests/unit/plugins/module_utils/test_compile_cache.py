@@ -75,3 +75,24 @@ def test_first_starts_go_one_host_per_group_then_the_rest():
     assert cc.start_batches(groups, batch_size=2) == [["a1", "b1", "c1"], ["a2", "a3"], ["c2"]]
     assert cc.start_batches([{"members": ["solo"]}]) == [["solo"]]
     assert cc.start_batches([]) == []
+
+
+def test_the_tarball_holds_the_caches_relative_to_home():
+    assert cc.home_relative_dirs("/var/lib/vllm", "/var/lib/vllm/cache") == [
+        "cache/torch_compile_cache", "cache/torch_aot_compile", ".triton/cache", ".cache/flashinfer"]
+    with pytest.raises(ValueError, match="not below HOME"):
+        cc.home_relative_dirs("/var/lib/vllm", "/srv/cache")
+
+
+def test_the_filter_key_of_two_hosts_with_other_homes_and_ports_is_equal():
+    from ansible_collections.lmcache_vllm.fleet.plugins.filter.compile_cache import FilterModule
+    filters = FilterModule().filters()
+    inputs = {"vllm_version": "0.32.0", "model": MODEL,
+              "hardware": {"kind": "cuda", "driver_version": "580.159.04", "gpus": [{"architecture": "sm90"}]}}
+    one = filters["compile_cache_key"](plan_host("a", {"vllm_server_model": "m/x"}), inputs)
+    two = filters["compile_cache_key"](plan_host("b", {"vllm_server_model": "m/x", "vllm_server_home": "/srv/v",
+                                                       "vllm_server_port": 8001}), inputs)
+    assert one["hash"] == two["hash"] and one["home"] != two["home"] and one["gpu_architecture"] == "sm90"
+    assert filters["compile_cache_seed"](two, "b", one, "a")["allowed"] is True
+    other = filters["compile_cache_key"](plan_host("c", {"vllm_server_model": "m/x"}), dict(inputs, vllm_version="0.33.0"))
+    assert filters["compile_cache_seed"](other, "c", one, "a")["allowed"] is False
