@@ -92,7 +92,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 def main():
     module = AnsibleModule(argument_spec=dict(hosts=dict(type='list', elements='str', required=True),
-                                              dest=dict(type='path', required=True)))
+                                              dest=dict(type='path', required=True)),
+                           supports_check_mode=True)
     module.fail_json(msg='fleet_plan runs on the control node through its action plugin; call it as a task, not as a module')
 
 
