@@ -234,7 +234,8 @@ def collect(params, run, http_get, read_text, which):
         svc = services[key]
         if svc['active_state'] in FAILED_STATES or (svc['active_state'] == 'activating' and svc['sub_state'] == 'auto-restart'):
             text = _journal(run, svc['unit'], p.get('journal_lines') or 200)
-            findings.extend(diagnose(text, service=key, host=host, device=p.get('device') or 'cuda', model=p.get('model')))
+            findings.extend(diagnose(text, service=key, host=host, device=p.get('device') or 'cuda', model=p.get('model'),
+                                     unit=svc['unit']))
 
     problems = problem_list(host, services, metrics)
     return {
