@@ -35,3 +35,19 @@ def test_readme_names_the_entry_points(role):
     paragraph = re.search(r'Entry points[^\n]*`tasks_from`.*?(?:\n\n|$)', text, re.S).group(0)
     named = sorted(set(re.findall(r'`(\w+)`', paragraph)) - {'include_role', 'tasks_from'})
     assert named == sorted(set(entry_points(role)) - {'main'})
+
+
+@pytest.mark.parametrize('role', ROLES)
+def test_the_roles_defaults_pass_their_argument_spec(role):
+    """Ansible validates the host's variables against the entry point's spec on every include_role: the defaults
+    (null ones included) must pass it, as deploy.yml includes the entry points with them."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    with open(os.path.join(ROOT, 'roles', role, 'meta', 'argument_specs.yml'), encoding='utf-8') as handle:
+        options = yaml.safe_load(handle)['argument_specs']['main']['options']
+    with open(os.path.join(ROOT, 'roles', role, 'defaults', 'main.yml'), encoding='utf-8') as handle:
+        defaults = yaml.safe_load(handle)
+    spec = {name: {key: value for key, value in option.items() if key not in ('description', 'version_added')}
+            for name, option in options.items()}
+    result = ArgumentSpecValidator(spec).validate(dict(defaults))
+    assert result.error_messages == []
