@@ -138,7 +138,6 @@ class Sampler(threading.Thread):
         self.join()
 
 
-
 def ansible_playbook():
     """The ansible-playbook to run: beside this Python, on PATH, else the project's tool venv (.venv)."""
     candidates = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
@@ -149,6 +148,7 @@ def ansible_playbook():
             return candidate
     raise SystemExit("probe_benchmark: no ansible-playbook beside %s, on PATH or in %s/.venv/bin; run "
                      "`bash scripts/setup-tools.sh` (or `make setup`) first" % (sys.executable, REPO))
+
 
 def mem_available():
     return meminfo().get("MemAvailable")

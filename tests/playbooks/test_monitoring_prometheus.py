@@ -20,7 +20,7 @@ import urllib.request
 
 import pytest
 
-from test_day2 import endpoints_fixture, free_port, local_host, write_inventory  # noqa: F401 (fixture)
+from test_day2 import endpoints_fixture, free_port, local_host, write_inventory  # noqa: F401 pylint: disable=unused-import
 
 
 def query(port, expr):

@@ -99,7 +99,7 @@ def checkout(tmp_path_factory):
 
 
 def test_documents_hold_the_commands_the_test_knows():
-    commands = [command for _, command in all_commands()]
+    commands = [command for _document, command in all_commands()]
     assert any(command.startswith('make status') for command in commands)
     assert any(command.startswith('ansible-doc ') for command in commands)
     for prefix in NOT_RUN:

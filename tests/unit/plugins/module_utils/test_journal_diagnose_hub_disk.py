@@ -6,6 +6,8 @@ tracebacks); the hub's address is a mirror (HF_ENDPOINT) here."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ansible_collections.lmcache_vllm.fleet.plugins.filter.diagnose import journal_diagnose
@@ -14,52 +16,27 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnos
     DEFAULT_UNITS, diagnose, path_variable)
 
 HOST = 'gpu-07'
+LOGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'fixtures', 'logs')
 
-GATED = """\
-(APIServer pid=2211) INFO 11-30 09:12:01 [utils.py:253] non-default args: {'model': 'meta-llama/Llama-3.1-8B-Instruct', 'port': 8000}
-(APIServer pid=2211) Traceback (most recent call last):
-(APIServer pid=2211)   File "/opt/vllm/vllm-0.32.0/lib/python3.12/site-packages/huggingface_hub/utils/_http.py", line 409, in hf_raise_for_status
-(APIServer pid=2211)     response.raise_for_status()
-(APIServer pid=2211) requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: https://hub.mirror.internal/meta-llama/Llama-3.1-8B-Instruct/resolve/main/config.json
-(APIServer pid=2211) The above exception was the direct cause of the following exception:
-(APIServer pid=2211) huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-674b0c51-0d5e3a3b1c2d4e5f6a7b8c9d;7f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b)
-(APIServer pid=2211) Cannot access gated repo for url https://hub.mirror.internal/meta-llama/Llama-3.1-8B-Instruct/resolve/main/config.json.
-(APIServer pid=2211) Access to model meta-llama/Llama-3.1-8B-Instruct is restricted. You must have access to it and be authenticated to access it. Please log in.
-vllm.service: Main process exited, code=exited, status=1/FAILURE
-"""
 
-HUB_UNREACHABLE = """\
-(APIServer pid=3301) requests.exceptions.ConnectionError: (MaxRetryError("HTTPSConnectionPool(host='hub.mirror.internal', port=443): Max retries exceeded with url: /Qwen/Qwen3.6-27B/resolve/main/config.json (Caused by NewConnectionError('<urllib3.connection.HTTPSConnection object at 0x7f3a2c1b9d50>: Failed to establish a new connection: [Errno 101] Network is unreachable'))"), '(Request ID: 5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e)')
-(APIServer pid=3301) huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to locate the file on the Hub and we cannot find the requested files in the local cache. Please check your connection and try again or make sure your Internet connection is on.
-(APIServer pid=3301) OSError: We couldn't connect to 'https://hub.mirror.internal' to load the files, and couldn't find them in the cached files.
-vllm.service: Failed with result 'exit-code'.
-"""
+def journal(name):
+    with open(os.path.join(LOGS, name), encoding='utf-8') as handle:
+        return handle.read()
 
-HUB_UNREACHABLE_NO_HOST = """\
-(APIServer pid=3302) huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to locate the files on the Hub and we cannot find the requested files in the local cache. Please check your connection and try again or make sure your Internet connection is on.
-"""
 
-OFFLINE = """\
-(APIServer pid=3410) huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache and outgoing traffic has been disabled. To enable hf.co look-ups and downloads online, set 'local_files_only' to False.
-"""
+GATED = journal('journal-gated-model.log')
 
-DISK_FULL = """\
-(APIServer pid=4120) INFO 11-30 10:02:44 [weight_utils.py:270] Using model weights format ['*.safetensors']
-(APIServer pid=4120) Traceback (most recent call last):
-(APIServer pid=4120)   File "/opt/vllm/vllm-0.32.0/lib/python3.12/site-packages/huggingface_hub/file_download.py", line 1730, in _download_to_tmp_and_move
-(APIServer pid=4120)     http_get(
-(APIServer pid=4120) OSError: [Errno 28] No space left on device: '/srv/hf/hub/models--Qwen--Qwen3.6-27B/blobs/5f0c1d2e3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d.incomplete'
-vllm.service: Main process exited, code=exited, status=1/FAILURE
-"""
+HUB_UNREACHABLE = journal('journal-hub-unreachable.log')
 
-COMPILE_CACHE_FULL = """\
-(EngineCore pid=4301) OSError: [Errno 28] No space left on device: '/var/lib/vllm/.cache/vllm/torch_compile_cache/3b1f2a/rank_0_0/inductor_cache/fx_graph.bin'
-"""
+HUB_UNREACHABLE_NO_HOST = journal('journal-hub-unreachable-no-address.log')
 
-DISK_FULL_NO_PATH = """\
-(EngineCore pid=4302) RuntimeError: [enforce fail at inline_container.cc:603] . PytorchStreamWriter failed writing file data/17: file write failed
-(EngineCore pid=4302) OSError: [Errno 28] No space left on device
-"""
+OFFLINE = journal('journal-hub-offline.log')
+
+DISK_FULL = journal('journal-disk-full-hf-cache.log')
+
+COMPILE_CACHE_FULL = journal('journal-disk-full-compile-cache.log')
+
+DISK_FULL_NO_PATH = journal('journal-disk-full-no-path.log')
 
 
 def only(findings, cause):
