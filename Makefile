@@ -1,8 +1,15 @@
-# lmcache_vllm.fleet — the two entry points and a few helpers.
+# lmcache_vllm.fleet — the two entry points, the day-two playbooks and a few helpers.
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
+# The day-two targets run against INVENTORY (default: the sandbox of `make deploy`); ARGS are added to
+# ansible-playbook's command line, e.g.  make status INVENTORY=inventories/prod ARGS="--limit gpu-01"
+INVENTORY ?= inventories/sandbox
+ARGS ?=
+FLEET_CACHE ?= /var/cache/lmcache-vllm-fleet
+PLAY := $(ENV) ansible-playbook -i $(INVENTORY)
 
-.PHONY: deploy test setup lint sanity unit sandbox-down clean
+.PHONY: deploy test setup lint sanity unit sandbox-down clean distclean \
+	validate plan status remove monitoring gpus
 
 ## deploy: bring up the local sandbox fleet (podman hosts with systemd) and deploy it
 deploy:
@@ -31,5 +38,38 @@ unit: setup
 sandbox-down: setup
 	$(ENV) ansible-playbook playbooks/sandbox_down.yml
 
+## validate: check every host's variables (no host contacted)
+validate: setup
+	$(PLAY) playbooks/validate.yml $(ARGS)
+
+## plan: predict N and render every host's unit files on this machine (no GPU, no host contacted)
+plan: setup
+	$(PLAY) playbooks/plan.yml $(ARGS)
+
+## status: the fleet table (text, HTML, JSON under fleet-status/); read-only
+status: setup
+	$(PLAY) playbooks/status.yml $(ARGS)
+
+## remove: stop and remove the units, venvs and users the collection created on every host
+remove: setup
+	$(PLAY) playbooks/remove.yml $(ARGS)
+
+## monitoring: Prometheus targets, recording rules and a Grafana dashboard under fleet-monitoring/
+monitoring: setup
+	$(PLAY) playbooks/monitoring.yml $(ARGS)
+
+## gpus: read every host's GPUs and check TP and vllm_server_gpus against them
+gpus: setup
+	$(PLAY) playbooks/gpus.yml $(ARGS)
+
 clean:
 	rm -rf .cache/sanity tests/output
+
+## distclean: everything `make deploy` and `make test` put on this machine: the sandbox hosts, their images,
+## the downloads under FLEET_CACHE, the tool venv and the collection path (the checkout itself stays)
+distclean: clean
+	-if [ -x .venv/bin/ansible-playbook ]; then $(ENV) ansible-playbook playbooks/sandbox_down.yml; fi
+	-command -v podman >/dev/null && podman images --quiet --filter label=org.lmcache-vllm-fleet.recipe \
+		| sort -u | xargs -r podman rmi --force
+	case "$(FLEET_CACHE)" in /?*/?*) ;; *) echo "distclean: FLEET_CACHE=$(FLEET_CACHE) is not a directory of its own" >&2; exit 1;; esac
+	rm -rf -- "$(FLEET_CACHE)" .venv .cache fleet-plan fleet-status fleet-monitoring

@@ -138,6 +138,18 @@ class Sampler(threading.Thread):
         self.join()
 
 
+def ansible_playbook():
+    """The ansible-playbook to run: beside this Python, on PATH, else the project's tool venv (.venv)."""
+    candidates = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+                  shutil.which("ansible-playbook") or "",
+                  os.path.join(REPO, ".venv", "bin", "ansible-playbook")]
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise SystemExit("probe_benchmark: no ansible-playbook beside %s, on PATH or in %s/.venv/bin; run "
+                     "`bash scripts/setup-tools.sh` (or `make setup`) first" % (sys.executable, REPO))
+
+
 def mem_available():
     return meminfo().get("MemAvailable")
 
@@ -253,9 +265,7 @@ def case_module(name, venv, model, work, log_dir, label, timeout, rss_limit, **a
     play = os.path.join(work, "probe-%s-%s.yml" % (name, label))
     with open(play, "w") as f:
         f.write(PLAYBOOK % {"args": json.dumps(a), "out": json.dumps(out_path)})
-    ansible = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
-    if not os.access(ansible, os.X_OK):
-        ansible = shutil.which("ansible-playbook") or "ansible-playbook"
+    ansible = ansible_playbook()
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=colls, ANSIBLE_LOCALHOST_WARNING="0",
                ANSIBLE_INVENTORY_UNPARSED_WARNING="0", ANSIBLE_PYTHON_INTERPRETER=sys.executable,
                ANSIBLE_NOCOLOR="1")

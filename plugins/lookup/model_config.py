@@ -7,6 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: model_config
 author: lmcache_vllm.fleet maintainers (@lmcache-vllm)
+version_added: "0.1.0"
 short_description: Read a model's config.json on the control node
 description:
   - Returns the parsed C(config.json) of each model given, read on the control node only (no download, no connection).

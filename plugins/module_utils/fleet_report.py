@@ -16,8 +16,10 @@ __metaclass__ = type
 
 import ipaddress
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import (
+    FleetRuleError, is_wildcard, monitoring_label_errors)
+
 LOOPBACK_NAMES = ('localhost', 'localhost.localdomain', 'ip6-localhost')
-WILDCARDS = ('0.0.0.0', '::', '[::]', '*', '')
 
 COLUMNS = (('host', 'host'), ('state', 'state'), ('lmcache', 'lmcache'), ('vllm', 'vllm'), ('model', 'model'),
            ('n', 'N (source)'), ('versions', 'vllm / lmcache'), ('gpus', 'GPUs'),
@@ -155,7 +157,13 @@ def file_sd_targets(hosts):
     and optionally ``labels`` (extra labels for both targets).
 
     Returns ``{'targets': [file_sd groups], 'skipped': [sentences]}``: an endpoint bound to loopback is
-    left out (Prometheus on another machine cannot reach it) and named in ``skipped``."""
+    left out (Prometheus on another machine cannot reach it) and named in ``skipped``. Extra labels may not
+    replace ``host`` or ``service`` nor be Prometheus meta labels (``__*``): FleetRuleError names them."""
+    errors = []
+    for item in hosts or []:
+        errors.extend(e for e in monitoring_label_errors(item.get('labels')) if e not in errors)
+    if errors:
+        raise FleetRuleError('; '.join(errors))
     groups, skipped = [], []
     for item in hosts or []:
         host = item['host']
@@ -173,7 +181,7 @@ def file_sd_targets(hosts):
                 skipped.append('host %s: %s listens on %s (%s), which Prometheus cannot reach from another machine; %s'
                                % (host, label, bind, bind_var, fix))
                 continue
-            scrape = address if bind in WILDCARDS else bind
+            scrape = address if is_wildcard(bind) else bind
             labels = {'host': str(host), 'model': str(item.get('model') or ''), 'service': service}
             labels.update(dict((str(k), str(v)) for k, v in (item.get('labels') or {}).items()))
             groups.append({'targets': [_target(scrape, port)], 'labels': labels})

@@ -162,16 +162,57 @@ def is_loopback(host):
         return False
 
 
+def is_wildcard(host):
+    """True for a bind to every address: empty, ``*``, and every spelling of the IPv4 or IPv6 unspecified address
+    (``0.0.0.0``, ``::``, ``[::]``, ``0:0:0:0:0:0:0:0``, ``::0``, ``::ffff:0.0.0.0``)."""
+    text = str(host or '').strip()
+    if text in ('', '*'):
+        return True
+    try:
+        address = ipaddress.ip_address(text.strip('[]'))
+    except ValueError:
+        return False
+    if address.version == 6 and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_unspecified
+
+
 def url_host(host):
     """The address a client on the same host dials for a server bound to ``host``, as written in a URL
-    (wildcard binds are reached on loopback; IPv6 in brackets)."""
+    (wildcard binds, see :func:`is_wildcard`, are reached on loopback: IPv6 ones on ::1; IPv6 in brackets)."""
     text = str(host or '').strip()
-    if text in ('', '0.0.0.0', '*'):
-        text = '127.0.0.1'
-    elif text in ('::', '[::]'):
-        text = '::1'
+    if is_wildcard(text):
+        text = '::1' if ':' in text else '127.0.0.1'
     text = text.strip('[]')
     return '[%s]' % text if ':' in text else text
+
+
+# Labels the collection sets on every Prometheus target; Prometheus reserves names starting with __.
+MONITORING_LABELS = ('host', 'service')
+LABEL_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
+
+
+def monitoring_label_errors(labels, variable='fleet_monitoring_labels'):
+    """Why ``labels`` (added to every target) cannot be used: one sentence per bad label, naming the fix."""
+    if labels in (None, ''):
+        return []
+    if not isinstance(labels, dict):
+        return ['%s must be a mapping of label names to values, e.g. {cluster: eu-1}' % variable]
+    errors = []
+    for name in sorted(labels, key=str):
+        value = labels[name]
+        if str(name).startswith('__'):
+            errors.append('%s sets %s: names starting with __ are Prometheus\'s own (meta) labels; drop it or use a '
+                          'name without the leading underscores' % (variable, name))
+        elif str(name) in MONITORING_LABELS:
+            errors.append('%s sets %s, which the collection sets on every target (the inventory host and vllm or '
+                          'lmcache); use another name, e.g. fleet_%s' % (variable, name, name))
+        elif not LABEL_NAME_RE.match(str(name)):
+            errors.append('%s sets %r, which is not a Prometheus label name (letters, digits and _, not starting '
+                          'with a digit)' % (variable, name))
+        elif isinstance(value, (dict, list, tuple)) or value is None:
+            errors.append('%s sets %s to %r; a label value is a string' % (variable, name, value))
+    return errors
 
 
 # --------------------------------------------------------------------------- chunk size

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Turn the journal of a failed vLLM or LMCache unit into plain words (pure functions).
 
-:func:`diagnose` scans the text of ``journalctl -u <unit> -o cat`` for the start-up
+:func:`diagnose` scans the text of a unit's journal (``journalctl -u vllm.service -o cat``) for the start-up
 failures we know, and returns one finding per cause: what went wrong, in plain words,
 and which role variable to change (with a valid value when the log tells it).
 Unknown failures fall back to the last error line of the log.
@@ -28,6 +28,8 @@ _PORT_IN_USE_RE = r'[Aa]ddress already in use'
 _TRANSFER_MODE_FIX = ('make lmcache_server_supported_transfer_mode accept vllm_server_lmcache_transfer_mode '
                       '(use lmcache_server_supported_transfer_mode=auto, or set both to the same mode')
 _TRANSFER_MODE_VARS = ('lmcache_server_supported_transfer_mode', 'vllm_server_lmcache_transfer_mode')
+_GATED_FIX = ('set vllm_server_hf_token to a Hugging Face token of an account that accepted the model\'s terms (it goes '
+              'to the unit\'s 0600 environment file only), or point vllm_server_model at a local copy of the model')
 _MNBT_FIX = 'set vllm_server_max_num_batched_tokens to at least {block} ({best} = 2N-1 is best) or leave it null'
 
 # (cause, service, regex, what, fix, variables) in priority order; each regex is searched in the ANSI-stripped text.
@@ -150,6 +152,45 @@ _TABLE = [
      'LMCache cannot serve this model with mamba_cache_mode={mode} (only align keeps reusable state snapshots)',
      'set vllm_server_mamba_cache_mode=align',
      ('vllm_server_mamba_cache_mode',)),
+    ('gated_model', None,
+     r'Cannot access gated repo for url \S*?/(?P<gated>[\w.-]+/[\w.-]+)/resolve/'
+     r'|Access to model (?P<gated2>[\w.-]+/[\w.-]+) is restricted',
+     'the model hub refused {gated}: the model is gated and the service has no token with access to it (401/403)',
+     _GATED_FIX,
+     ('vllm_server_hf_token',)),
+    ('gated_model', None,
+     r'GatedRepoError|Cannot access gated repo',
+     'the model hub refused {model}: the model is gated and the service has no token with access to it (401/403)',
+     _GATED_FIX,
+     ('vllm_server_hf_token',)),
+    ('hub_offline_not_cached', None,
+     r'outgoing traffic has been disabled',
+     'the service runs offline (HF_HUB_OFFLINE=1 in vllm_server_env) and {model} is not in its Hugging Face cache',
+     'fetch the model into the cache first with vllm_server_prefetch_model=true (the deploy does it before the probe, '
+     'online), or remove HF_HUB_OFFLINE from vllm_server_env, or point vllm_server_model at a local directory',
+     ('vllm_server_prefetch_model', 'vllm_server_env')),
+    ('hub_unreachable', None,
+     r"HTTPSConnectionPool\(host='(?P<hub>[^']+)', port=\d+\): Max retries exceeded"
+     r"|We couldn't connect to '(?P<hub2>[^']+)' to load"
+     r'|(?P<hub3>)An error happened while trying to locate the files? on the Hub and we cannot find the requested files '
+     r'in the local cache'
+     r'|(?P<hub4>)httpx\.ConnectError|(?P<hub5>)httpx\.ConnectTimeout',
+     'vLLM could not reach the model hub{hub_at} to fetch {model}, and the model is not in the service\'s Hugging Face cache',
+     'give the host a way out (a proxy in vllm_server_env: HTTPS_PROXY and NO_PROXY=127.0.0.1,localhost), or fetch the '
+     'model once with vllm_server_prefetch_model=true and run offline with HF_HUB_OFFLINE=1 in vllm_server_env, or '
+     'point vllm_server_model at a local directory',
+     ('vllm_server_env', 'vllm_server_prefetch_model')),
+    ('disk_full', None,
+     r"No space left on device: '(?P<path>[^']+)'",
+     'the disk holding {path} is full (No space left on device)',
+     'free space there (df -h {path_dir}), or move it to a larger disk with {path_var}',
+     ('{path_var}',)),
+    ('disk_full', None,
+     r'No space left on device|Errno 28\b',
+     'a disk of the host is full (No space left on device)',
+     'free space (df -h; the model cache is under {hf_var}, vLLM\'s compile caches under {role}_home), or move the '
+     'model cache to a larger disk with {hf_var}',
+     ('{hf_var}', '{role}_home')),
     ('model_not_found', None,
      r"Invalid repository ID or local directory specified: '(?P<model>[^']+)'"
      r"|(?P<model2>\S+) is not a local folder and is not a valid model identifier"
@@ -245,6 +286,13 @@ _TABLE = [
 RULES = [(cause, service, re.compile(pattern), what, fix, variables)
          for cause, service, pattern, what, fix, variables in _TABLE]
 
+# A cause that adds nothing once one of these is found: the transfer-mode mismatch makes the "Is the server running?"
+# follow-ups moot, and a gated, unreachable or disabled hub is why the model was "not found".
+SUPERSEDED_BY = {
+    'lmcache_unreachable': {'lmcache_no_response', 'lmcache_no_handler', 'shm_permission'},
+    'model_not_found': {'gated_model', 'hub_unreachable', 'hub_offline_not_cached'},
+}
+
 ERROR_LINE_RE = re.compile(r'(Error|Exception|error:|FAILED|Traceback)')
 
 
@@ -267,17 +315,51 @@ def last_error_line(text):
     return lines[-1] if lines else ''
 
 
-def diagnose(text, service='vllm', host='', device='cuda', model=None):
+# The roles' default unit names (tests check them against defaults/main.yml), named when the caller gives none.
+DEFAULT_UNITS = {'vllm': 'vllm', 'lmcache': 'lmcache-server'}
+
+
+def unit_file_name(unit, service):
+    """``journalctl -u`` argument: the unit given (``vllm`` -> ``vllm.service``), else the role's default unit."""
+    name = unit or DEFAULT_UNITS[service]
+    return name if '.' in name else name + '.service'
+
+
+def path_variable(path, service, paths=None):
+    """The role variable that moves the directory holding ``path``.
+
+    ``paths`` maps variables to their directories on the host (e.g. the host plan's ``vllm_server_hf_home``); the
+    longest one that holds ``path`` wins. Without one that does, a path in a Hugging Face cache is
+    ``vllm_server_hf_home``, anything else the service's home.
+    """
+    best = None
+    for variable, directory in (paths or {}).items():
+        directory = str(directory or '').rstrip('/')
+        if directory and (path == directory or path.startswith(directory + '/')):
+            if best is None or len(directory) > len(best[1]):
+                best = (variable, directory)
+    if best:
+        return best[0]
+    if '/huggingface' in path or '/models--' in path:
+        return 'vllm_server_hf_home'
+    return '%s_server_home' % service
+
+
+def diagnose(text, service='vllm', host='', device='cuda', model=None, unit=None, paths=None):
     """Return a list of findings for the journal ``text`` of a failed unit.
 
-    ``service`` is ``vllm`` or ``lmcache`` (decides which variables a generic cause names).
+    ``service`` is ``vllm`` or ``lmcache`` (decides which variables a generic cause names); ``unit`` is its systemd
+    unit (named in the advice; default the role's); ``paths`` maps role variables to their directories on the host
+    (a full disk names the variable that moves the full one, see :func:`path_variable`).
     Each finding is a dict: ``cause`` (rule name, ``unknown`` for the fallback), ``what``
     (plain words), ``fix`` (what to change), ``variables`` (role variables involved),
     ``evidence`` (the log line) and ``message`` (one sentence ``host <h>: <what>; <fix>``).
     """
     clean = strip_ansi(text)
+    journal_unit = unit
     unit = 'lmcache' if str(service).startswith('lmcache') else 'vllm'
-    context = {'memory_var': _memory_var(device), 'role': unit + '_server', 'model': model or 'the model'}
+    context = {'memory_var': _memory_var(device), 'role': unit + '_server', 'model': model or 'the model',
+               'hf_var': 'vllm_server_hf_home', '_paths': paths, '_service': unit}
     findings = []
     seen = set()
     for cause, rule_service, regex, what_template, fix_template, variable_templates in RULES:
@@ -297,18 +379,19 @@ def diagnose(text, service='vllm', host='', device='cuda', model=None):
         line_end = clean.find('\n', match.end())
         evidence = clean[line_start:line_end if line_end >= 0 else len(clean)].strip()
         findings.append(_finding(host, cause, what, fix, variables, evidence))
-    # When the transfer-mode mismatch is found, the "Is the server running?" follow-ups add nothing.
-    if any(f['cause'] in ('lmcache_no_response', 'lmcache_no_handler', 'shm_permission') for f in findings):
-        findings = [f for f in findings if f['cause'] != 'lmcache_unreachable']
-    if not findings:
-        line = last_error_line(clean)
-        if line:
-            findings.append(_finding(host, 'unknown', 'the %s unit failed: %s' % ('LMCache' if unit == 'lmcache' else unit, line),
-                                     'read the unit journal (journalctl -u <unit>) for the full error', [], line))
-        else:
-            findings.append(_finding(host, 'unknown', 'the unit failed without a message in its journal',
-                                     'read the unit journal (journalctl -u <unit>) and systemctl status', [], ''))
-    return findings
+    found = {f['cause'] for f in findings}
+    findings = [f for f in findings if not found & SUPERSEDED_BY.get(f['cause'], set())]
+    return findings or [_fallback(host, clean, unit, unit_file_name(journal_unit, unit))]
+
+
+def _fallback(host, clean, service, unit):
+    """The finding for a failure no rule knows: the last error line, and where to read the whole journal."""
+    line = last_error_line(clean)
+    if line:
+        return _finding(host, 'unknown', 'the %s unit failed: %s' % ('LMCache' if service == 'lmcache' else service, line),
+                        'read the unit journal (journalctl -u %s) for the full error' % unit, [], line)
+    return _finding(host, 'unknown', 'the unit failed without a message in its journal',
+                    'read the unit journal (journalctl -u %s) and systemctl status %s' % (unit, unit), [], '')
 
 
 def _values(match, context):
@@ -319,6 +402,11 @@ def _values(match, context):
             values[name.rstrip('0123456789')] = value
     if 'block' in values:
         values['best'] = 2 * int(values['block']) - 1
+    if 'hub' in values:
+        values['hub_at'] = ' at %s' % values['hub'] if values['hub'] else ''
+    if 'path' in values:
+        values['path_var'] = path_variable(values['path'], context['_service'], context['_paths'])
+        values['path_dir'] = values['path'].rsplit('/', 1)[0] or '/'
     return values
 
 

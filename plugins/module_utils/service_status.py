@@ -28,6 +28,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_jour
     parse_fingerprint_file,
     parse_systemctl_show,
 )
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import url_host
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.gpu_facts import gpu_facts, memory_summary
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnose import diagnose
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.prometheus_text import lmcache_summary, vllm_summary
@@ -36,8 +37,6 @@ UNIT_PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'UnitFileState', 'Mai
                    'NRestarts', 'Result', 'InvocationID', 'Description')
 FAILED_STATES = ('failed',)
 _N_IN_DESCRIPTION_RE = re.compile(r'\bN=(\d+)\b')
-WILDCARD_HOSTS = ('0.0.0.0', '', '*')
-WILDCARD6_HOSTS = ('::', '[::]')
 
 VERSIONS_SCRIPT = '\n'.join([
     'import importlib.metadata as m, json, sys',
@@ -51,13 +50,8 @@ VERSIONS_SCRIPT = '\n'.join([
 
 
 def connect_host(bind_host):
-    """Where a local client reaches a server bound to ``bind_host`` (wildcards -> loopback)."""
-    host = str(bind_host or '').strip()
-    if host in WILDCARD_HOSTS:
-        return '127.0.0.1'
-    if host in WILDCARD6_HOSTS:
-        return '::1'
-    return host.strip('[]')
+    """Where a local client reaches a server bound to ``bind_host`` (wildcards -> loopback: fleet_rules.url_host)."""
+    return url_host(bind_host).strip('[]')
 
 
 def url(bind_host, port, path):
@@ -234,7 +228,8 @@ def collect(params, run, http_get, read_text, which):
         svc = services[key]
         if svc['active_state'] in FAILED_STATES or (svc['active_state'] == 'activating' and svc['sub_state'] == 'auto-restart'):
             text = _journal(run, svc['unit'], p.get('journal_lines') or 200)
-            findings.extend(diagnose(text, service=key, host=host, device=p.get('device') or 'cuda', model=p.get('model')))
+            findings.extend(diagnose(text, service=key, host=host, device=p.get('device') or 'cuda', model=p.get('model'),
+                                     unit=svc['unit']))
 
     problems = problem_list(host, services, metrics)
     return {

@@ -59,6 +59,17 @@ description:
   - Sets the fact C(vllm_block_size) (integer N) and C(vllm_block_size_probe) (the whole result).
 author:
   - lmcache_vllm.fleet maintainers (@lmcache-vllm)
+attributes:
+  check_mode:
+    support: full
+    description: Answers from the cache (or the running unit's journal) as usual; where a probe would launch vLLM it
+      launches nothing and returns RV(outcome=skipped) with the reason.
+  diff_mode:
+    support: none
+    description: The cache entry it writes is bookkeeping; there is no diff.
+  facts:
+    support: full
+    description: Sets C(vllm_block_size) (N) and C(vllm_block_size_probe) (the whole result).
 options:
   model:
     description:

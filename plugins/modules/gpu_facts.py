@@ -24,7 +24,7 @@ description:
     the host, the variable and a valid value. On a host with O(device=cpu) nothing is checked.
   - Read-only; runs the same in check mode.
 author:
-  - lmcache_vllm.fleet maintainers (!UNKNOWN)
+  - lmcache_vllm.fleet maintainers (@lmcache-vllm)
 attributes:
   check_mode:
     support: full

@@ -30,7 +30,7 @@ description:
     C(vllm:external_prefix_cache_queries_total)) and own prefix cache hit ratio, from the live C(/metrics).
   - For a failed unit, its journal explained in plain words (the C(lmcache_vllm.fleet.journal_diagnose) causes).
 author:
-  - lmcache_vllm.fleet maintainers (!UNKNOWN)
+  - lmcache_vllm.fleet maintainers (@lmcache-vllm)
 attributes:
   check_mode:
     support: full

@@ -35,3 +35,13 @@ def test_summary_takes_medians_and_compares_launchers(bench):
     assert s["engine_over_serve_line_shrunk"] == round(24.0 / 72.0, 2)
     assert s["engine_shrunk_over_plain_line"] == round(24.0 / 79.0, 2)
     assert s["engine_over_serve_line_full"] == 0.3
+
+
+def test_ansible_playbook_found_from_a_plain_python(bench, monkeypatch):
+    """Run with a Python that has no ansible-playbook beside it and none on PATH, the project's .venv is used."""
+    import os
+    monkeypatch.setattr(bench.sys, "executable", "/nonexistent/python3")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    found = bench.ansible_playbook()
+    assert found == os.path.join(bench.REPO, ".venv", "bin", "ansible-playbook")
+    assert os.access(found, os.X_OK)

@@ -1,0 +1,68 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One rule for wildcard binds (every IPv4 and IPv6 spelling), read the same by the host plan's URLs, the status
+module and the monitoring targets; and the labels monitoring may add."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report, fleet_rules, service_status
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError
+
+V4_WILDCARDS = ['', '*', '0.0.0.0', '::ffff:0.0.0.0']
+V6_WILDCARDS = ['::', '[::]', '0:0:0:0:0:0:0:0', '::0', '0000:0000::0000', '[0:0:0:0:0:0:0:0]']
+NOT_WILDCARDS = ['127.0.0.1', '::1', '10.0.0.5', 'fd00::5', 'gpu-01.example.internal', '0.0.0.1', 'localhost']
+
+
+@pytest.mark.parametrize('bind', V4_WILDCARDS + V6_WILDCARDS)
+def test_every_wildcard_spelling_is_read_as_a_wildcard(bind):
+    assert fleet_rules.is_wildcard(bind)
+    want = '127.0.0.1' if bind in ('', '*', '0.0.0.0') else '::1'
+    assert fleet_rules.url_host(bind).strip('[]') == want
+    assert service_status.connect_host(bind) == want
+
+
+@pytest.mark.parametrize('bind', NOT_WILDCARDS)
+def test_other_addresses_are_not_wildcards(bind):
+    assert not fleet_rules.is_wildcard(bind)
+    assert service_status.connect_host(bind) == bind
+
+
+def endpoint(**overrides):
+    item = {'host': 'gpu-01', 'address': '10.0.0.11', 'model': 'm', 'vllm_host': '0:0:0:0:0:0:0:0', 'vllm_port': 8000,
+            'lmcache_http_host': '[::]', 'lmcache_http_port': 8080}
+    item.update(overrides)
+    return item
+
+
+def test_ipv6_wildcard_binds_are_scraped_at_the_host_address():
+    out = fleet_report.file_sd_targets([endpoint()])
+    assert [g['targets'] for g in out['targets']] == [['10.0.0.11:8000'], ['10.0.0.11:8080']]
+    assert out['skipped'] == []
+
+
+@pytest.mark.parametrize('labels, words', [
+    ({'host': 'x'}, 'fleet_monitoring_labels sets host, which the collection sets on every target'),
+    ({'service': 'x'}, 'fleet_monitoring_labels sets service, which the collection sets on every target'),
+    ({'__address__': 'evil:1'}, 'fleet_monitoring_labels sets __address__: names starting with __ are'),
+    ({'__meta_x': 'y'}, 'fleet_monitoring_labels sets __meta_x: names starting with __ are'),
+    ({'1abc': 'y'}, "fleet_monitoring_labels sets '1abc', which is not a Prometheus label name"),
+    ({'team': ['a']}, "fleet_monitoring_labels sets team to ['a']; a label value is a string"),
+])
+def test_reserved_or_invalid_labels_are_refused(labels, words):
+    with pytest.raises(FleetRuleError) as error:
+        fleet_report.file_sd_targets([endpoint(labels=labels)])
+    assert words in str(error.value)
+
+
+def test_allowed_labels_are_added():
+    out = fleet_report.file_sd_targets([endpoint(labels={'cluster': 'eu-1', 'job': 'fleet', 'instance': 'gpu-01'})])
+    assert out['targets'][0]['labels'] == {'host': 'gpu-01', 'model': 'm', 'service': 'vllm', 'cluster': 'eu-1',
+                                           'job': 'fleet', 'instance': 'gpu-01'}
+
+
+def test_one_message_for_labels_every_host_shares():
+    with pytest.raises(FleetRuleError) as error:
+        fleet_report.file_sd_targets([endpoint(labels={'host': 'x'}), endpoint(host='gpu-02', labels={'host': 'x'})])
+    assert str(error.value).count('sets host') == 1

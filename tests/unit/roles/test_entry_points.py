@@ -1,0 +1,53 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every tasks_from entry point of a role has an argument spec, and the role's README names exactly those."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ROLES = ('lmcache_server', 'vllm_server')
+
+
+def entry_points(role):
+    return sorted(name[:-4] for name in os.listdir(os.path.join(ROOT, 'roles', role, 'tasks')) if name.endswith('.yml'))
+
+
+@pytest.mark.parametrize('role', ROLES)
+def test_every_entry_point_has_an_argument_spec(role):
+    with open(os.path.join(ROOT, 'roles', role, 'meta', 'argument_specs.yml'), encoding='utf-8') as handle:
+        specs = yaml.safe_load(handle)['argument_specs']
+    assert sorted(specs) == entry_points(role)
+    for name, spec in specs.items():
+        assert spec['short_description'], name
+        assert spec['options'] == specs['main']['options'], name
+
+
+@pytest.mark.parametrize('role', ROLES)
+def test_readme_names_the_entry_points(role):
+    with open(os.path.join(ROOT, 'roles', role, 'README.md'), encoding='utf-8') as handle:
+        text = handle.read()
+    paragraph = re.search(r'Entry points[^\n]*`tasks_from`.*?(?:\n\n|$)', text, re.S).group(0)
+    named = sorted(set(re.findall(r'`(\w+)`', paragraph)) - {'include_role', 'tasks_from'})
+    assert named == sorted(set(entry_points(role)) - {'main'})
+
+
+@pytest.mark.parametrize('role', ROLES)
+def test_the_roles_defaults_pass_their_argument_spec(role):
+    """Ansible validates the host's variables against the entry point's spec on every include_role: the defaults
+    (null ones included) must pass it, as deploy.yml includes the entry points with them."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    with open(os.path.join(ROOT, 'roles', role, 'meta', 'argument_specs.yml'), encoding='utf-8') as handle:
+        options = yaml.safe_load(handle)['argument_specs']['main']['options']
+    with open(os.path.join(ROOT, 'roles', role, 'defaults', 'main.yml'), encoding='utf-8') as handle:
+        defaults = yaml.safe_load(handle)
+    spec = {name: {key: value for key, value in option.items() if key not in ('description', 'version_added')}
+            for name, option in options.items()}
+    result = ArgumentSpecValidator(spec).validate(dict(defaults))
+    assert result.error_messages == []
