@@ -234,3 +234,10 @@ def test_real_h200_capture_identity():
                      "compute_cap": "9.0"}]
     ident = hardware_identity("cuda", visible_gpus(gpus, "0"))
     assert ident["gpus"][0]["architecture"] == "sm90" and ident["driver_version"] == "580.159.04"
+
+
+def test_a_driver_without_compute_cap_is_asked_again_without_it(monkeypatch):
+    monkeypatch.setenv("FLEET_FAKE_NVIDIA_SMI", "old-driver")
+    gpus = gpu_inventory(subprocess_runner(), nvidia_smi=NVIDIA_SMI_DOUBLE)
+    assert [(g["index"], g["memory_total_mib"], g["compute_cap"]) for g in gpus] == [(0, 81920, None), (1, 40960, None)]
+    assert gpus[1]["memory_used_mib"] is None
