@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (C) 2026 lmcache_vllm.fleet contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """vLLM + LMCache on a CUDA host with --max-num-batched-tokens N, 2N-1, 2N and 4N under a cold load.
 
@@ -61,21 +61,14 @@ def stream_request(base, model, prompt, max_tokens, t_start, out, idx):
                 "error": err}
 
 
-class RunningSampler(threading.Thread):
-    def __init__(self, url):
-        super().__init__(daemon=True)
-        self.url = url
-        self.samples = []
-        self.stop_ev = threading.Event()
-
-    def run(self):
-        t0 = time.monotonic()
-        while not self.stop_ev.is_set():
-            m = g.scrape(self.url)
-            if m:
-                self.samples.append((round(time.monotonic() - t0, 2), g.metric(m, "vllm:num_requests_running"),
-                                     g.metric(m, "vllm:num_requests_waiting")))
-            self.stop_ev.wait(0.1)
+def running_and_waiting(url):
+    """A read() for gpulib.PeriodicSampler: vLLM's running and waiting requests, from its /metrics."""
+    def read():
+        m = g.scrape(url)
+        if not m:
+            return None
+        return g.metric(m, "vllm:num_requests_running"), g.metric(m, "vllm:num_requests_waiting")
+    return read
 
 
 def load(base, model, prompts, max_tokens):
@@ -131,11 +124,10 @@ def one_value(label, mnbt, args, logs, idx):
         time.sleep(2)
         prompts = [g.prompt_text(args.prompt_tokens, seed=1000 * idx + i) for i in range(args.requests)]
         lm0, vm0 = g.scrape("http://127.0.0.1:%d/metrics" % hport), g.scrape(base + "/metrics")
-        sampler = RunningSampler(base + "/metrics")
+        sampler = g.PeriodicSampler(running_and_waiting(base + "/metrics"), 0.1)
         sampler.start()
         out, wall = load(base, "m", prompts, args.output_tokens)
-        sampler.stop_ev.set()
-        sampler.join(5)
+        sampler.stop()
         time.sleep(3)
         lm1, vm1 = g.scrape("http://127.0.0.1:%d/metrics" % hport), g.scrape(base + "/metrics")
         ttfts = sorted(o["ttft_s"] for o in out if o and o["ttft_s"] is not None)

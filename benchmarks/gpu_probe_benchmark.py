@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (C) 2026 lmcache_vllm.fleet contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Learning N on a CUDA host: the plain launch against the probe module, full and shrunken.
 
@@ -29,10 +29,11 @@ import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tests", "gpu"))
+sys.path[:0] = [os.path.join(REPO, "tests", "gpu"), os.path.join(REPO, "tests")]
 
 import gpulib as g  # noqa: E402
 import acceptance as acc  # noqa: E402
+from fleet_probe_play import ProbePlay  # noqa: E402
 
 LINE = re.compile(r"Setting attention block size to (\d+) tokens")
 
@@ -93,24 +94,13 @@ def plain(name, venv, model_dir, util, extra_args, env, logs, mem, results, time
 def probe(name, model_dir, host_vars, shrink, logs, mem, results, work):
     args = acc.probe_args(model_dir, host_vars, shrink=shrink, log_path=os.path.join(logs, name + ".log"),
                           cache_path=os.path.join(work, name + ".fact"))
-    sub = os.path.join(work, name)
-    os.makedirs(sub, exist_ok=True)
-    out = os.path.join(sub, "probe-result.json")
-    play = os.path.join(sub, "probe.yml")
-    with open(play, "w") as fh:
-        fh.write(acc.PROBE_PLAY % {"args": json.dumps(args), "out": json.dumps(out)})
-    cmd = acc.ansible_playbook_cmd() + ["-c", "local", "-i", "localhost,", play]
+    play = ProbePlay(os.path.join(work, name), args)
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, env=acc.collection_env(work), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = play.popen(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     mem.add(name, proc.pid)
     text = proc.communicate(timeout=1200)[0]
     wall = time.monotonic() - t0
-    try:
-        with open(out) as fh:
-            res = json.load(fh)
-    except (OSError, ValueError):
-        res = {"failed": True, "output": text[-3000:]}
+    res = play.result() or {"failed": True, "output": text[-3000:]}
     results[name] = {"case": "probe, " + ("shrunken" if shrink == "auto" else "full"), "N": res.get("vllm_block_size"),
                      "wall_s": round(wall, 1), "module_s": res.get("elapsed_s"), "line_s": res.get("probe_elapsed_s"),
                      "probe_mode": res.get("probe_mode"), "shrink_reason": res.get("shrink_reason"),

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (C) 2026 lmcache_vllm.fleet contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Start-up diagnostic on a CUDA host: several LMCache server + vLLM (LMCacheMPConnector) pairs at once,
 each with its own ports, a short connector ``mq_timeout``, DEBUG logs and a py-spy dump of every process

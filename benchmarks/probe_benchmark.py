@@ -43,7 +43,6 @@ import datetime
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,13 +52,14 @@ import time
 from bench_common import DEFAULT_VENV, GIB, fmt, load_font, machine, meminfo, plot_with_venv
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-try:
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import probe_runner
-except ImportError:  # run without scripts/env.sh: expose this checkout as the collection
-    sys.path.insert(0, os.path.join(REPO, "tests"))
-    from fleet_collection import expose_collection
-    expose_collection()
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import probe_runner
+sys.path.insert(0, os.path.join(REPO, "tests"))
+
+from fleet_collection import expose_collection  # noqa: E402
+from fleet_probe_play import ProbePlay  # noqa: E402
+
+expose_collection()  # run without scripts/env.sh too
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import probe_runner  # noqa: E402
 
 MODELS = {
     "0.8b": ("Qwen3.5-0.8B", os.path.join(REPO, "tests", "fixtures", "models", "qwen3.5-0.8b")),
@@ -79,22 +79,6 @@ SET_BLOCK_RE = re.compile(r"Setting attention block size to (\d+) tokens")
 MIB = 2 ** 20
 # the memory watchdog also fires when the whole machine runs this low (other work runs too)
 MIN_AVAILABLE = int(1.5 * GIB)
-
-
-PLAYBOOK = """\
-- hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Probe
-      lmcache_vllm.fleet.block_size_probe: %(args)s
-      register: probe
-      ignore_errors: true
-    - name: Save the result
-      ansible.builtin.copy:
-        content: "{{ probe | to_json }}"
-        dest: %(out)s
-      check_mode: false
-"""
 
 
 class Sampler(threading.Thread):
@@ -136,18 +120,6 @@ class Sampler(threading.Thread):
     def stop(self):
         self._halt.set()
         self.join()
-
-
-def ansible_playbook():
-    """The ansible-playbook to run: beside this Python, on PATH, else the project's tool venv (.venv)."""
-    candidates = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
-                  shutil.which("ansible-playbook") or "",
-                  os.path.join(REPO, ".venv", "bin", "ansible-playbook")]
-    for candidate in candidates:
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    raise SystemExit("probe_benchmark: no ansible-playbook beside %s, on PATH or in %s/.venv/bin; run "
-                     "`bash scripts/setup-tools.sh` (or `make setup`) first" % (sys.executable, REPO))
 
 
 def mem_available():
@@ -249,39 +221,20 @@ def case_plain(venv, model, log_dir, label, timeout, rss_limit):
 
 
 def case_module(name, venv, model, work, log_dir, label, timeout, rss_limit, **args):
-    colls = os.path.join(work, "collections")
-    link = os.path.join(colls, "ansible_collections", "lmcache_vllm", "fleet")
-    if not os.path.exists(link):
-        os.makedirs(os.path.dirname(link))
-        os.symlink(REPO, link)
     a = {"model": model, "vllm_executable": os.path.join(venv, "bin", "vllm"),
          "cache_path": os.path.join(work, "cache-%s.fact" % label), "timeout": int(timeout)}
     if name != "cache":
         a["log_path"] = os.path.join(log_dir, "%s-%s.log" % (name, label))
     a.update(args)
-    out_path = os.path.join(work, "result-%s-%s.json" % (name, label))
-    if os.path.exists(out_path):
-        os.unlink(out_path)
-    play = os.path.join(work, "probe-%s-%s.yml" % (name, label))
-    with open(play, "w") as f:
-        f.write(PLAYBOOK % {"args": json.dumps(a), "out": json.dumps(out_path)})
-    ansible = ansible_playbook()
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=colls, ANSIBLE_LOCALHOST_WARNING="0",
-               ANSIBLE_INVENTORY_UNPARSED_WARNING="0", ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-               ANSIBLE_NOCOLOR="1")
-    argv = [ansible, "-c", "local", "-i", "localhost,", play]
+    play = ProbePlay(work, a, name="probe-%s-%s" % (name, label))
     t0 = time.time()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = play.popen(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     sampler = Sampler(proc.pid, rss_limit=rss_limit)
     sampler.start()
     out, err = proc.communicate()
     wall = time.time() - t0
     sampler.stop()
-    try:
-        with open(out_path) as f:
-            res = json.load(f)
-    except (IOError, OSError, ValueError):
-        res = {"failed": True, "msg": (out + err).decode("utf-8", "replace")[-2000:]}
+    res = play.result() or {"failed": True, "msg": (out + err).decode("utf-8", "replace")[-2000:]}
     ok = not res.get("failed") and res.get("vllm_block_size") is not None
     if ok:
         what = "%s (%s)" % (res.get("source"), res.get("probe_mode"))

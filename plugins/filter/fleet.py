@@ -24,14 +24,6 @@ def _positive_int(value, name):
     return number
 
 
-def _mapping(value, name):
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise AnsibleFilterError('%s must be a dictionary of role variables, got %s' % (name, type(value).__name__))
-    return dict(value)
-
-
 def lmcache_chunk_size(n, multiple=1):
     """LMCache --chunk-size = N * multiple."""
     return fleet_rules.chunk_size(_positive_int(n, 'N'), _positive_int(multiple, 'lmcache_server_chunk_multiple'))

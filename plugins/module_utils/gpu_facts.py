@@ -3,10 +3,10 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What ``nvidia-smi`` says about a host's GPUs, and whether a vLLM request fits them (pure functions).
 
-- :func:`gpu_inventory` runs ``nvidia-smi --query-gpu=... --format=csv,noheader,nounits`` through a
-  ``run_command(argv) -> (rc, stdout, stderr)`` callable and returns one dict per GPU;
-- :func:`gpu_facts` adds the driver and CUDA versions (from the ``nvidia-smi`` header) and says
-  plainly when there is no NVIDIA driver (a CPU host is a result, not a failure);
+- :func:`gpu_facts` reads the GPUs with the collection's one nvidia-smi reader
+  (``hardware.gpu_inventory`` with ``GPU_REPORT_FIELDS``), adds the driver and CUDA versions (from the
+  ``nvidia-smi`` header) and says plainly when there is no NVIDIA driver (a CPU host is a result, not
+  a failure);
 - :func:`check_gpu_request` checks a tensor-parallel size and a GPU id list against those facts and
   returns errors that name the host, the variable and a valid value.
 """
@@ -17,67 +17,14 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import GPU_QUERY_FIELDS, parse_gpu_inventory
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import (
+    GPU_REPORT_FIELDS,
+    GpuQueryError,
+    gpu_inventory,
+)
 
-# Asked of nvidia-smi, in this order. A driver that does not know a field makes nvidia-smi refuse the
-# whole query: the query is then asked again with fewer fields (BASIC_FIELDS: the probe's own query of
-# hardware.py, read by its parser; then without compute_cap, which needs a driver from 2021 or later);
-# the missing values are null.
-QUERY_FIELDS = ('index', 'name', 'uuid', 'memory.total', 'memory.used', 'memory.free', 'utilization.gpu',
-                'driver_version', 'compute_cap', 'pci.bus_id')
-BASIC_FIELDS = tuple(GPU_QUERY_FIELDS)
-FALLBACK_FIELDS = (QUERY_FIELDS, BASIC_FIELDS, tuple(f for f in BASIC_FIELDS if f != 'compute_cap'))
-_KEYS = {
-    'index': 'index', 'name': 'name', 'uuid': 'uuid', 'memory.total': 'memory_total_mib',
-    'memory.used': 'memory_used_mib', 'memory.free': 'memory_free_mib', 'utilization.gpu': 'utilization_pct',
-    'driver_version': 'driver_version', 'compute_cap': 'compute_cap', 'pci.bus_id': 'pci_bus_id',
-}
-_INTS = ('index', 'memory_total_mib', 'memory_used_mib', 'memory_free_mib', 'utilization_pct')
-_MISSING = ('', '[N/A]', 'N/A', '[Not Supported]', 'Not Supported', '[Unknown Error]', '[Insufficient Permissions]')
 _CUDA_RE = re.compile(r'CUDA Version\s*:\s*([0-9]+(?:\.[0-9]+)*)')
 _DRIVER_RE = re.compile(r'Driver Version\s*:\s*([0-9]+(?:\.[0-9]+)*)')
-_NOT_VALID_FIELD_RE = re.compile(r'not a valid field to query', re.I)
-
-
-class NvidiaSmiError(Exception):
-    """nvidia-smi ran but failed; ``output`` holds what it printed."""
-
-    def __init__(self, msg, rc=None, output=''):
-        super(NvidiaSmiError, self).__init__(msg)
-        self.rc = rc
-        self.output = output
-
-
-def query_argv(nvidia_smi='nvidia-smi', fields=QUERY_FIELDS):
-    return [nvidia_smi, '--query-gpu=' + ','.join(fields), '--format=csv,noheader,nounits']
-
-
-def _cell(value, key):
-    value = value.strip()
-    if value in _MISSING:
-        return None
-    if key in _INTS:
-        try:
-            return int(float(value))
-        except ValueError:
-            return None
-    return value
-
-
-def parse_query_csv(text, fields=QUERY_FIELDS):
-    """One dict per line of ``--format=csv,noheader,nounits`` output (keys from ``_KEYS``).
-
-    GPU names hold no comma; a line with another number of cells than ``fields`` is skipped."""
-    gpus = []
-    for line in (text or '').splitlines():
-        if not line.strip():
-            continue
-        cells = line.split(',')
-        if len(cells) != len(fields):
-            continue
-        gpu = dict((_KEYS[f], _cell(c, _KEYS[f])) for f, c in zip(fields, cells))
-        gpus.append(gpu)
-    return gpus
 
 
 def parse_header(text):
@@ -85,30 +32,6 @@ def parse_header(text):
     cuda = _CUDA_RE.search(text or '')
     driver = _DRIVER_RE.search(text or '')
     return (driver.group(1) if driver else None), (cuda.group(1) if cuda else None)
-
-
-def gpu_inventory(run_command, nvidia_smi='nvidia-smi'):
-    """List of GPUs (dicts: index, name, uuid, memory_total_mib, memory_used_mib, memory_free_mib,
-    utilization_pct, driver_version, compute_cap, pci_bus_id). Raises NvidiaSmiError when
-    nvidia-smi fails, OSError when it cannot be run."""
-    for fields in FALLBACK_FIELDS:
-        rc, out, err = run_command(query_argv(nvidia_smi, fields))
-        if rc == 0 or not _NOT_VALID_FIELD_RE.search((out or '') + (err or '')):
-            break
-    if rc != 0:
-        output = '\n'.join(part.strip() for part in (out, err) if part and part.strip())
-        raise NvidiaSmiError('nvidia-smi --query-gpu failed (rc %s): %s' % (rc, first_line(output)), rc, output)
-    if fields == BASIC_FIELDS:
-        try:
-            gpus = parse_gpu_inventory(out)
-        except ValueError as e:
-            raise NvidiaSmiError('nvidia-smi --query-gpu printed what cannot be read: %s' % e, rc, '')
-    else:
-        gpus = parse_query_csv(out, fields)
-    for gpu in gpus:
-        for field in QUERY_FIELDS:
-            gpu.setdefault(_KEYS[field], None)
-    return gpus
 
 
 def first_line(text):
@@ -137,11 +60,14 @@ def gpu_facts(run_command, nvidia_smi):
     if not nvidia_smi:
         return no_driver('no NVIDIA driver: nvidia-smi is not installed on this host')
     try:
-        gpus = gpu_inventory(run_command, nvidia_smi)
-    except NvidiaSmiError as e:
-        return no_driver('no working NVIDIA driver: %s' % (first_line(e.output) or str(e)), nvidia_smi, e.output)
-    except OSError as e:
-        return no_driver('no NVIDIA driver: cannot run %s: %s' % (nvidia_smi, e), nvidia_smi)
+        gpus = gpu_inventory(run_command, nvidia_smi, GPU_REPORT_FIELDS)
+    except GpuQueryError as e:
+        if e.rc is None:
+            return no_driver('no NVIDIA driver: %s' % e.msg, nvidia_smi)
+        if e.rc == 0:
+            return no_driver('no working NVIDIA driver: %s' % e.msg, nvidia_smi)
+        output = '\n'.join(part.strip() for part in (e.stdout, e.stderr) if part and part.strip())
+        return no_driver('no working NVIDIA driver: %s' % (first_line(output) or e.msg), nvidia_smi, output)
     driver, cuda = None, None
     try:
         rc, out, _err = run_command([nvidia_smi])

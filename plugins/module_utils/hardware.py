@@ -10,22 +10,26 @@ fingerprint.
 
 API (everything but the ``read_*`` / ``*_inventory`` / ``compute_apps`` helpers is pure):
 
-``gpu_inventory(run_command, nvidia_smi='nvidia-smi')``
-    Runs ``nvidia-smi --query-gpu=index,name,uuid,memory.total,memory.used,driver_version,compute_cap
+``gpu_inventory(run_command, nvidia_smi='nvidia-smi', fields=GPU_QUERY_FIELDS)``
+    The collection's one reader of ``nvidia-smi --query-gpu``: runs ``nvidia-smi --query-gpu=<fields>
     --format=csv,noheader,nounits`` through ``run_command(argv) -> (rc, stdout, stderr)`` (the
     signature of ``AnsibleModule.run_command``; :func:`subprocess_runner` gives one for plain Python)
-    and returns a list of dicts, one per GPU, in nvidia-smi's order::
+    and returns a list of dicts, one per GPU, in nvidia-smi's order. With the default fields (the
+    probe's)::
 
         {'index': 0, 'name': 'NVIDIA H200', 'uuid': 'GPU-0a1b...', 'memory_total_mib': 143771,
          'memory_used_mib': 0, 'driver_version': '580.159.04', 'compute_cap': '9.0'}
 
-    ``memory_*_mib`` are ints or None (``[N/A]``); ``compute_cap`` is a string such as ``'9.0'`` or
-    None. Raises :class:`GpuQueryError` (its message quotes nvidia-smi's own words, e.g. a driver that
-    cannot be reached) when nvidia-smi is missing, exits non-zero or prints something unparsable.
-    There is no separate driver-error classifier: the exception carries ``argv``, ``rc``,
-    ``stdout``, ``stderr`` for callers that want them.
+    ``GPU_REPORT_FIELDS`` (the ``gpu_facts`` module) adds ``memory_free_mib``, ``utilization_pct``
+    and ``pci_bus_id``. A driver that does not know a field refuses the whole query: it is asked
+    again with ``GPU_QUERY_FIELDS``, then without ``compute_cap`` (a driver from before 2021); the
+    missing values are None. Numbers are ints or None (``[N/A]``); ``compute_cap`` is a string such
+    as ``'9.0'`` or None. Raises :class:`GpuQueryError` (its message quotes nvidia-smi's own words,
+    e.g. a driver that cannot be reached) when nvidia-smi is missing, exits non-zero or prints
+    something unparsable; it carries ``argv``, ``rc`` (None when nvidia-smi could not be run),
+    ``stdout``, ``stderr``.
 
-``parse_gpu_inventory(text)``
+``parse_gpu_inventory(text, fields=GPU_QUERY_FIELDS)``
     The parser behind :func:`gpu_inventory` (pure; raises ``ValueError``).
 
 ``compute_apps(run_command, nvidia_smi='nvidia-smi')`` / ``parse_compute_apps(text)``
@@ -62,9 +66,18 @@ import platform as _platform_mod
 import re
 import subprocess
 
+# The probe's query (what the fingerprint needs) and the gpu_facts module's (a report of the GPUs).
 GPU_QUERY_FIELDS = ("index", "name", "uuid", "memory.total", "memory.used", "driver_version",
                     "compute_cap")
-GPU_QUERY_ARGS = ["--query-gpu=" + ",".join(GPU_QUERY_FIELDS), "--format=csv,noheader,nounits"]
+GPU_REPORT_FIELDS = ("index", "name", "uuid", "memory.total", "memory.used", "memory.free", "utilization.gpu",
+                     "driver_version", "compute_cap", "pci.bus_id")
+# nvidia-smi field -> key of the GPU dict; the numeric ones are read as ints.
+GPU_FIELD_KEYS = {
+    "index": "index", "name": "name", "uuid": "uuid", "memory.total": "memory_total_mib",
+    "memory.used": "memory_used_mib", "memory.free": "memory_free_mib", "utilization.gpu": "utilization_pct",
+    "driver_version": "driver_version", "compute_cap": "compute_cap", "pci.bus_id": "pci_bus_id",
+}
+NUMERIC_FIELDS = ("memory.total", "memory.used", "memory.free", "utilization.gpu")
 APPS_QUERY_ARGS = ["--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
 
 # ISA flags of /proc/cpuinfo that vLLM's CPU backend (its kernels, the attention ISA it picks,
@@ -100,7 +113,9 @@ GPU_NAME_ARCHITECTURES = (
     (r"\bV100\b", "sm70"),
 )
 
-NA_VALUES = ("", "[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]")
+NA_VALUES = ("", "[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]",
+             "[insufficient permissions]")
+_NOT_VALID_FIELD_RE = re.compile(r"not a valid field to query", re.I)
 
 
 class GpuQueryError(Exception):
@@ -155,33 +170,43 @@ def _rows(text):
             yield line, [cell.strip() for cell in line.split(",")]
 
 
-def parse_gpu_inventory(text):
-    """GPU dicts from the CSV of ``--query-gpu=<GPU_QUERY_FIELDS> --format=csv,noheader,nounits``.
+def gpu_query_args(fields=GPU_QUERY_FIELDS):
+    """The arguments of nvidia-smi that ask ``fields`` of every GPU."""
+    return ["--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"]
 
-    The GPU name may itself hold commas in theory; the row is split from both ends (index, first;
-    uuid and the four numeric fields, last). Raises ValueError for a row that does not fit."""
+
+def _gpu_cell(field, value, line):
+    if field == "index":
+        if not value.isdigit():
+            raise ValueError("nvidia-smi GPU index %r is not a number in line %r" % (value, line))
+        return int(value)
+    if field == "name":
+        return value
+    if _na(value):
+        return None
+    if field in NUMERIC_FIELDS:
+        return _int_or_none(value, field, line)
+    if field == "compute_cap" and not re.match(r"^\d+\.\d+$", value):
+        raise ValueError("nvidia-smi compute capability %r is not N.M in line %r" % (value, line))
+    return value
+
+
+def parse_gpu_inventory(text, fields=GPU_QUERY_FIELDS):
+    """GPU dicts from the CSV of ``--query-gpu=<fields> --format=csv,noheader,nounits``.
+
+    The GPU name may itself hold commas in theory; the row is split from both ends (the fields
+    before ``name`` first, those after it last). Raises ValueError for a row that does not fit."""
+    fields = tuple(fields)
+    at = fields.index("name") if "name" in fields else None
     gpus = []
     for line, cells in _rows(text):
-        if len(cells) < len(GPU_QUERY_FIELDS):
-            raise ValueError("nvidia-smi printed %r, not the %d fields %s" % (
-                line, len(GPU_QUERY_FIELDS), ",".join(GPU_QUERY_FIELDS)))
-        index = cells[0]
-        tail = cells[-5:]
-        name = ", ".join(cells[1:-5])
-        if not index.isdigit():
-            raise ValueError("nvidia-smi GPU index %r is not a number in line %r" % (index, line))
-        cap = None if _na(tail[4]) else tail[4]
-        if cap is not None and not re.match(r"^\d+\.\d+$", cap):
-            raise ValueError("nvidia-smi compute capability %r is not N.M in line %r" % (cap, line))
-        gpus.append({
-            "index": int(index),
-            "name": name,
-            "uuid": None if _na(tail[0]) else tail[0],
-            "memory_total_mib": _int_or_none(tail[1], "memory.total", line),
-            "memory_used_mib": _int_or_none(tail[2], "memory.used", line),
-            "driver_version": None if _na(tail[3]) else tail[3],
-            "compute_cap": cap,
-        })
+        if len(cells) < len(fields) or (at is None and len(cells) != len(fields)):
+            raise ValueError("nvidia-smi printed %r, not the %d fields %s" % (line, len(fields), ",".join(fields)))
+        values = cells
+        if at is not None:
+            end = len(cells) - (len(fields) - at - 1)
+            values = cells[:at] + [", ".join(cells[at:end])] + cells[end:]
+        gpus.append(dict((GPU_FIELD_KEYS[f], _gpu_cell(f, v, line)) for f, v in zip(fields, values)))
     return gpus
 
 
@@ -214,12 +239,34 @@ def _query(run_command, nvidia_smi, args, parser):
     try:
         return parser(out)
     except ValueError as e:
-        raise GpuQueryError(str(e), argv=argv, rc=rc, stdout=out, stderr=err)
+        raise GpuQueryError("%s printed what cannot be read: %s" % (" ".join(argv), e),
+                            argv=argv, rc=rc, stdout=out, stderr=err)
 
 
-def gpu_inventory(run_command, nvidia_smi="nvidia-smi"):
+def _fallbacks(fields):
+    basic = tuple(f for f in GPU_QUERY_FIELDS if f != "compute_cap")
+    out = []
+    for attempt in (tuple(fields), GPU_QUERY_FIELDS, basic):
+        if attempt not in out:
+            out.append(attempt)
+    return out
+
+
+def gpu_inventory(run_command, nvidia_smi="nvidia-smi", fields=GPU_QUERY_FIELDS):
     """The host's GPUs as dicts (see the module docstring); raises GpuQueryError."""
-    return _query(run_command, nvidia_smi, GPU_QUERY_ARGS, parse_gpu_inventory)
+    attempts = _fallbacks(fields)
+    for number, attempt in enumerate(attempts, 1):
+        try:
+            gpus = _query(run_command, nvidia_smi, gpu_query_args(attempt),
+                          lambda out, asked=attempt: parse_gpu_inventory(out, asked))
+            break
+        except GpuQueryError as e:
+            if number == len(attempts) or not _NOT_VALID_FIELD_RE.search(e.stdout + e.stderr):
+                raise
+    for gpu in gpus:
+        for field in fields:
+            gpu.setdefault(GPU_FIELD_KEYS[field], None)
+    return gpus
 
 
 def compute_apps(run_command, nvidia_smi="nvidia-smi"):

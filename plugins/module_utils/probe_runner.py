@@ -334,16 +334,6 @@ def main():
 if __name__ == '__main__':
     main()
 """
-ENGINE_LAUNCHER_UNSUPPORTED_RC = 3
-
-
-def python_of_venv(vllm_executable):
-    """The python interpreter next to the vllm executable (same venv), or None."""
-    for name in ("python", "python3"):
-        cand = os.path.join(os.path.dirname(vllm_executable), name)
-        if os.access(cand, os.X_OK):
-            return cand
-    return None
 
 
 def engine_launcher_argv(python, serve_argv):

@@ -32,21 +32,12 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules imp
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.gpu_facts import gpu_facts, memory_summary
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnose import diagnose
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.prometheus_text import lmcache_summary, vllm_summary
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.versions import versions_argv
 
 UNIT_PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'UnitFileState', 'MainPID', 'ActiveEnterTimestamp',
                    'NRestarts', 'Result', 'InvocationID', 'Description')
 FAILED_STATES = ('failed',)
 _N_IN_DESCRIPTION_RE = re.compile(r'\bN=(\d+)\b')
-
-VERSIONS_SCRIPT = '\n'.join([
-    'import importlib.metadata as m, json, sys',
-    'def version(name):',
-    '    try:',
-    '        return m.version(name)',
-    '    except m.PackageNotFoundError:',
-    '        return None',
-    'print(json.dumps({name: version(name) for name in sys.argv[1:]}))',
-])
 
 
 def connect_host(bind_host):
@@ -148,7 +139,7 @@ def _endpoint(http_get, address, timeout, keep_body=False):
 
 def _versions(run, python, names):
     try:
-        rc, out, err = run([python, '-c', VERSIONS_SCRIPT] + list(names))
+        rc, out, err = run(versions_argv(python, names))
     except OSError as e:
         return dict((n, None) for n in names), 'cannot run %s: %s' % (python, e)
     if rc != 0:

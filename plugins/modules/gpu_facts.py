@@ -25,13 +25,9 @@ description:
   - Read-only; runs the same in check mode.
 author:
   - lmcache_vllm.fleet maintainers (@lmcache-vllm)
+extends_documentation_fragment:
+  - lmcache_vllm.fleet.read_only
 attributes:
-  check_mode:
-    support: full
-    description: Only reads; check mode runs it the same way.
-  diff_mode:
-    support: none
-    description: Nothing changes, there is no diff.
   facts:
     support: full
     description: Sets C(fleet_gpus) (or the name given in O(fact_name)).

@@ -31,13 +31,8 @@ description:
   - For a failed unit, its journal explained in plain words (the C(lmcache_vllm.fleet.journal_diagnose) causes).
 author:
   - lmcache_vllm.fleet maintainers (@lmcache-vllm)
-attributes:
-  check_mode:
-    support: full
-    description: Only reads; check mode runs it the same way.
-  diff_mode:
-    support: none
-    description: Nothing changes, there is no diff.
+extends_documentation_fragment:
+  - lmcache_vllm.fleet.read_only
 options:
   host:
     description: The name of the host in messages (pass C(inventory_hostname)).

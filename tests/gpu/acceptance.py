@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (C) 2026 lmcache_vllm.fleet contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """GPU acceptance harness: the collection's own units serve a hybrid model with LMCache hits.
 
@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,9 +38,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
 
 import gpulib as g  # noqa: E402
+from fleet_collection import ansible_env, ansible_playbook_argv, collections_tree  # noqa: E402
+from fleet_probe_play import ProbePlay  # noqa: E402
 from systemd_unit import service_command  # noqa: E402
 
 SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -60,66 +61,10 @@ def load_vars(path):
         return yaml.safe_load(text) or {}
 
 
-def ansible_playbook_cmd():
-    try:
-        import ansible  # noqa: F401
-        return [sys.executable, "-m", "ansible.cli.playbook"]
-    except ImportError:
-        exe = shutil.which("ansible-playbook")
-        if not exe:
-            raise SystemExit("ansible-playbook not found (install ansible-core)")
-        return [exe]
-
-
-def collection_env(work):
-    """Environment for ansible-playbook with this checkout as lmcache_vllm.fleet."""
-    coll = os.path.join(work, "collections", "ansible_collections", "lmcache_vllm")
-    os.makedirs(coll, exist_ok=True)
-    link = os.path.join(coll, "fleet")
-    if not os.path.islink(link):
-        os.symlink(REPO, link)
-    env = dict(os.environ)
-    env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(work, "collections"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCAL_TEMP=os.path.join(work, "tmp"),
-               ANSIBLE_HOME=os.path.join(work, "ansible-home"))
-    env.setdefault("LC_ALL", "C.UTF-8")
-    return env
-
-
-PROBE_PLAY = """\
-- hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Probe N
-      lmcache_vllm.fleet.block_size_probe: %(args)s
-      register: probe
-      ignore_errors: true
-    - name: Save the result
-      ansible.builtin.copy:
-        content: "{{ probe | to_json }}"
-        dest: %(out)s
-"""
-
-
 def probe(work, args, timeout=1200):
     """The module through ansible-playbook on localhost; (result, wall seconds, log tail)."""
-    out = os.path.join(work, "probe-result.json")
-    if os.path.exists(out):
-        os.unlink(out)
-    play = os.path.join(work, "probe.yml")
-    with open(play, "w") as fh:
-        fh.write(PROBE_PLAY % {"args": json.dumps(args), "out": json.dumps(out)})
-    cmd = ansible_playbook_cmd() + ["-c", "local", "-i", "localhost,", play]
-    t0 = time.monotonic()
-    proc = subprocess.run(cmd, env=collection_env(work), capture_output=True, text=True, timeout=timeout, check=False)
-    wall = time.monotonic() - t0
-    try:
-        with open(out) as fh:
-            res = json.load(fh)
-    except (OSError, ValueError):
-        res = {"failed": True, "msg": "no result", "rc": proc.returncode}
-    return res, wall, (proc.stdout + proc.stderr)[-3000:]
+    res, wall, output = ProbePlay(work, args).run(timeout)
+    return res or {"failed": True, "msg": "no result"}, wall, output[-3000:]
 
 
 def probe_args(model_dir, host_vars, n_timeout=900, shrink="auto", log_path=None, cache_path=None):
@@ -155,9 +100,10 @@ def render(work, model_dir, host_vars, n):
     with open(os.path.join(inv_dir, "hosts.json"), "w") as fh:
         json.dump(inv, fh, indent=1)
     plan_dir = os.path.join(work, "plan")
-    cmd = ansible_playbook_cmd() + ["-i", os.path.join(inv_dir, "hosts.json"),
-                                    os.path.join(REPO, "playbooks", "plan.yml"), "-e", "fleet_plan_dir=" + plan_dir]
-    proc = subprocess.run(cmd, env=collection_env(work), capture_output=True, text=True, timeout=600, cwd=REPO, check=False)
+    cmd = ansible_playbook_argv() + ["-i", os.path.join(inv_dir, "hosts.json"),
+                                     os.path.join(REPO, "playbooks", "plan.yml"), "-e", "fleet_plan_dir=" + plan_dir]
+    env = ansible_env(collections_tree(os.path.join(work, "collections")))
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=REPO, check=False)
     with open(os.path.join(work, "plan.log"), "w") as fh:
         fh.write(proc.stdout + proc.stderr)
     root = os.path.join(plan_dir, HOST)

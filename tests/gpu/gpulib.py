@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright (C) 2026 lmcache_vllm.fleet contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Helpers of the GPU acceptance harness and the GPU benchmarks (standard library only).
+"""Helpers of the GPU acceptance harness and the GPU benchmarks (no pytest).
 
 Processes are started in their own session so that one signal to the process group stops vLLM's
-API server, engine core and workers together; GPU memory is read with ``nvidia-smi``.
+API server, engine core and workers together. GPU memory is read with ``nvidia-smi`` and metrics
+from ``/metrics``, both through the collection's own readers (``hardware``, ``prometheus_text``):
+this checkout is exposed as the collection by ``tests/fleet_collection.py``.
 """
 
 from __future__ import annotations
@@ -13,15 +15,29 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import string
 import subprocess
 import threading
 import time
+import sys
 import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from fleet_collection import expose_collection  # noqa: E402  # pylint: disable=wrong-import-position
+
+expose_collection()
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import prometheus_text  # noqa: E402
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import (  # noqa: E402
+    GpuQueryError,
+    compute_apps,
+    gpu_inventory,
+    subprocess_runner,
+)
 
 
 def cuda_device_present():
@@ -65,23 +81,11 @@ def wait_http(url, timeout, procs=(), interval=1.0):
     return False
 
 
-_METRIC = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
-
-
 def parse_metrics(text):
     """Prometheus text -> {name: sum of the samples over all label sets}."""
     out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _METRIC.match(line)
-        if not m:
-            continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
-            continue
-        out[m.group(1)] = out.get(m.group(1), 0.0) + value
+    for name, _labels, value in prometheus_text.parse(text):
+        out[name] = out.get(name, 0.0) + value
     return out
 
 
@@ -183,37 +187,28 @@ def stop(proc, timeout=30.0):
 def gpu_memory_used_mib():
     """memory.used of every GPU in MiB (list), [] without nvidia-smi."""
     try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=20, check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
+        gpus = gpu_inventory(subprocess_runner(timeout=20), fields=("index", "memory.used"))
+    except GpuQueryError:
         return []
-    return [int(x) for x in out.stdout.split() if x.strip().isdigit()]
+    return [gpu["memory_used_mib"] for gpu in gpus if gpu["memory_used_mib"] is not None]
 
 
 def gpu_apps():
     """[(pid, used MiB)] of the compute processes nvidia-smi lists."""
     try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=20, check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
+        apps = compute_apps(subprocess_runner(timeout=20))
+    except GpuQueryError:
         return []
-    apps = []
-    for line in out.stdout.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
-            apps.append((int(parts[0]), int(parts[1])))
-    return apps
+    return [(app["pid"], app["used_memory_mib"]) for app in apps if app["used_memory_mib"] is not None]
 
 
-class GpuSampler(threading.Thread):
-    """Samples GPU 0's memory.used every interval seconds; peak and samples in MiB."""
+class PeriodicSampler(threading.Thread):
+    """Calls ``read()`` every ``interval`` seconds until :meth:`stop`; ``read`` returns a tuple of values
+    or None. ``samples``: ``(seconds since the start, value, ...)`` for every tuple read."""
 
-    def __init__(self, interval=0.25):
+    def __init__(self, read, interval=0.25):
         super().__init__(daemon=True)
+        self.read = read
         self.interval = interval
         self.samples = []
         self._halt = threading.Event()
@@ -221,15 +216,27 @@ class GpuSampler(threading.Thread):
     def run(self):
         t0 = time.monotonic()
         while not self._halt.is_set():
-            used = gpu_memory_used_mib()
-            if used:
-                self.samples.append((round(time.monotonic() - t0, 2), used[0]))
+            values = self.read()
+            if values is not None:
+                self.samples.append((round(time.monotonic() - t0, 2),) + tuple(values))
             self._halt.wait(self.interval)
 
     def stop(self):
         self._halt.set()
         self.join(timeout=30)
         return self
+
+
+def _gpu0_used():
+    used = gpu_memory_used_mib()
+    return (used[0],) if used else None
+
+
+class GpuSampler(PeriodicSampler):
+    """Samples GPU 0's memory.used every interval seconds; peak and samples in MiB."""
+
+    def __init__(self, interval=0.25):
+        super().__init__(_gpu0_used, interval)
 
     @property
     def peak(self):

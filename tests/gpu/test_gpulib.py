@@ -1,11 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright (C) 2026 lmcache_vllm.fleet contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The harness's metric reader and prompt maker (no GPU needed)."""
 
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -35,3 +36,33 @@ def test_prompt_is_deterministic_and_sized():
     a = gpulib.prompt_text(3445, seed=1)
     assert a == gpulib.prompt_text(3445, seed=1) != gpulib.prompt_text(3445, seed=2)
     assert len(a) == 3445 and a.isascii()
+
+
+def test_periodic_sampler_keeps_the_tuples_read():
+    values = iter([(1, 2), None, (3, 4)])
+    sampler = gpulib.PeriodicSampler(lambda: next(values, None), 0.01)
+    sampler.start()
+    deadline = time.monotonic() + 5
+    while len(sampler.samples) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    sampler.stop()
+    assert [s[1:] for s in sampler.samples] == [(1, 2), (3, 4)]
+    assert sampler.samples[0][0] <= sampler.samples[1][0]
+
+
+def test_gpu_memory_through_the_nvidia_smi_double(monkeypatch):
+    """gpulib reads nvidia-smi with the collection's reader; here nvidia-smi is the TEST DOUBLE."""
+    double = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "doubles", "nvidia-smi-double")
+    real_runner = gpulib.subprocess_runner
+
+    def runner(timeout):
+        run = real_runner(timeout)
+        return lambda argv: run([double] + list(argv[1:]))
+
+    monkeypatch.setenv("FLEET_FAKE_NVIDIA_SMI", "synthetic-h200x2")
+    monkeypatch.delenv("FLEET_FAKE_NVIDIA_SMI_HOLD_PIDS_FILE", raising=False)
+    monkeypatch.setattr(gpulib, "subprocess_runner", runner)
+    assert gpulib.gpu_memory_used_mib() == [1, 52350]
+    assert gpulib.gpu_apps() == []
+    monkeypatch.setenv("FLEET_FAKE_NVIDIA_SMI", "no-driver")
+    assert gpulib.gpu_memory_used_mib() == []

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from fleet_playbook_helpers import PlaybookRunner, fake_hf_home, make_collections_tree
+from fleet_playbook_helpers import PlaybookRunner, collections_tree, fake_hf_home
 
 
 @pytest.fixture(scope='session')
 def collections_path(tmp_path_factory):
-    return make_collections_tree(tmp_path_factory.mktemp('collections'))
+    return collections_tree(tmp_path_factory.mktemp('collections'))
 
 
 @pytest.fixture

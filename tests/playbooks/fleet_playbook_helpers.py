@@ -4,8 +4,9 @@
 
 Imported as ``fleet_playbook_helpers`` (a name no other test directory uses, unlike
 ``conftest``); ``conftest.py`` only turns them into fixtures. The repository is exposed as
-``ansible_collections.lmcache_vllm.fleet`` through a symlink in a temporary collections tree,
-which is the only entry of ``ANSIBLE_COLLECTIONS_PATH`` (so no other installed copy can shadow it).
+``ansible_collections.lmcache_vllm.fleet`` through ``fleet_collection.collections_tree`` (a symlink in a
+temporary collections tree), which is the only entry of ``ANSIBLE_COLLECTIONS_PATH`` (so no other
+installed copy can shadow it).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import sys
 import pytest
 import yaml
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from fleet_collection import REPO_ROOT, collections_tree  # noqa: E402  # pylint: disable=wrong-import-position
 MODELS = os.path.join(REPO_ROOT, 'tests', 'fixtures', 'models')
 EXAMPLE = os.path.join(REPO_ROOT, 'inventories', 'example')
 COMMIT = '0123456789abcdef0123456789abcdef01234567'
@@ -69,14 +72,6 @@ def ansible_playbook():
     if not found:
         pytest.skip('ansible-playbook is not installed')
     return found
-
-
-def make_collections_tree(root):
-    """``<root>/ansible_collections/lmcache_vllm/fleet`` -> the repository; returns ``root`` as a string."""
-    namespace = root / 'ansible_collections' / 'lmcache_vllm'
-    namespace.mkdir(parents=True)
-    os.symlink(REPO_ROOT, str(namespace / 'fleet'))
-    return str(root)
 
 
 class PlaybookRunner:

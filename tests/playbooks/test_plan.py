@@ -13,16 +13,16 @@ import json
 import os
 import re
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.systemd_quote import split_exec, unit_values
 from fleet_playbook_helpers import EXAMPLE, REPO_ROOT, assert_no_contact, fail_messages, read
+from systemd_unit import parse_exec, parse_unit, values
 
 PLAN_INVENTORY = os.path.join(REPO_ROOT, 'tests', 'playbooks', 'inventories', 'plan')
 
 
 def exec_start(text):
     """The argv systemd runs for the unit's ExecStart=."""
-    (value,) = [v for section, key, v in unit_values(text) if section == 'Service' and key == 'ExecStart']
-    return split_exec(value)
+    (value,) = values(parse_unit(text), 'Service', 'ExecStart')
+    return parse_exec(value, {})[1]
 
 
 def test_plan_example_fleet(runner, hf_env, tmp_path):

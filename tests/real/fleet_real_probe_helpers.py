@@ -25,6 +25,8 @@ import time
 
 import pytest
 
+from fleet_collection import collections_tree
+from fleet_probe_play import LOCALHOST, ProbePlay
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner import (
     kill_pids,
     process_table,
@@ -63,69 +65,19 @@ def make_work(base, model_fixture="qwen3.5-0.8b", name="model"):
     collections tree exposing the repo, a cache path and a log dir."""
     model = os.path.join(str(base), name)
     shutil.copytree(os.path.join(MODELS, model_fixture), model)
-    colls = os.path.join(str(base), "collections", "ansible_collections", "lmcache_vllm")
-    if not os.path.isdir(colls):
-        os.makedirs(colls)
-        os.symlink(REPO, os.path.join(colls, "fleet"))
     logs = os.environ.get("FLEET_PROBE_LOG_DIR") or os.path.join(str(base), "logs")
     if not os.path.isdir(logs):
         os.makedirs(logs)
-    return {"base": str(base), "model": model, "collections": os.path.join(str(base), "collections"),
+    return {"base": str(base), "model": model,
+            "collections": collections_tree(os.path.join(str(base), "collections")),
             "cache": os.path.join(str(base), "facts.d", "vllm_block_size.fact"), "logs": logs}
 
 
-def ansible_bin(name="ansible-playbook"):
-    cand = os.path.join(os.path.dirname(sys.executable), name)
-    return cand if os.access(cand, os.X_OK) else (shutil.which(name) or name)
-
-
-PLAYBOOK = """\
-- hosts: %(hosts)s
-  gather_facts: false
-  tasks:
-    - name: Probe
-      lmcache_vllm.fleet.block_size_probe: %(args)s
-      register: probe
-      ignore_errors: true
-    - name: Save the result
-      ansible.builtin.copy:
-        content: "{{ probe | to_json }}"
-        dest: %(out)s
-      delegate_to: localhost
-      check_mode: false
-"""
-
-
-def run_playbook(work, args, check=False, inventory="localhost,", hosts="localhost",
-                 extra_cmd=None, timeout=900):
-    """Run the module through ansible-playbook; returns (result dict, wall seconds)."""
-    base = work["base"]
-    out = os.path.join(base, "result.json")
-    if os.path.exists(out):
-        os.unlink(out)
-    play = os.path.join(base, "probe.yml")
-    with open(play, "w") as f:
-        f.write(PLAYBOOK % {"args": json.dumps(args), "out": json.dumps(out), "hosts": hosts})
-    env = dict(os.environ)
-    paths = [work["collections"]] + [p for p in env.get("ANSIBLE_COLLECTIONS_PATH", "").split(":") if p]
-    env.update(ANSIBLE_COLLECTIONS_PATH=":".join(paths), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable if inventory == "localhost," else "auto_silent")
-    cmd = [ansible_bin(), "-i", inventory, play] + (extra_cmd or [])
-    if inventory == "localhost,":
-        cmd[1:1] = ["-c", "local"]
-    if check:
-        cmd.append("--check")
-    t0 = time.time()
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          timeout=timeout, check=False)
-    wall = time.time() - t0
-    try:
-        with open(out) as f:
-            res = json.load(f)
-    except (IOError, OSError, ValueError):
-        raise AssertionError("no result from ansible-playbook rc=%s\n%s\n%s" % (
-            proc.returncode, proc.stdout.decode()[-4000:], proc.stderr.decode()[-4000:]))
+def run_playbook(work, args, check=False, inventory=LOCALHOST, hosts="localhost", timeout=900):
+    """Run the module through ansible-playbook (the probe play); returns (result dict, wall seconds)."""
+    res, wall, output = ProbePlay(work["base"], args, inventory=inventory, hosts=hosts, check=check).run(timeout)
+    if res is None:
+        raise AssertionError("no result from ansible-playbook\n%s" % output[-8000:])
     return res, wall
 
 

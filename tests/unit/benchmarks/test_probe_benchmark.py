@@ -37,11 +37,17 @@ def test_summary_takes_medians_and_compares_launchers(bench):
     assert s["engine_over_serve_line_full"] == 0.3
 
 
+def _no_ansible_cli(name):
+    raise ImportError(name)
+
+
 def test_ansible_playbook_found_from_a_plain_python(bench, monkeypatch):
     """Run with a Python that has no ansible-playbook beside it and none on PATH, the project's .venv is used."""
     import os
     monkeypatch.setattr(bench.sys, "executable", "/nonexistent/python3")
     monkeypatch.setenv("PATH", "/nonexistent")
-    found = bench.ansible_playbook()
-    assert found == os.path.join(bench.REPO, ".venv", "bin", "ansible-playbook")
+    import fleet_collection
+    monkeypatch.setattr(fleet_collection.importlib, "import_module", _no_ansible_cli)
+    [found] = fleet_collection.ansible_playbook_argv()
+    assert found == os.path.join(fleet_collection.REPO_ROOT, ".venv", "bin", "ansible-playbook")
     assert os.access(found, os.X_OK)

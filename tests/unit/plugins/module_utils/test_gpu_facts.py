@@ -18,6 +18,7 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import gpu_facts as gf
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import hardware as hw
 from ansible_collections.lmcache_vllm.fleet.plugins.modules import gpu_facts as gpu_facts_module
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,7 +42,7 @@ def runner(fixture_set):
 
 
 def test_inventory_of_two_h200():
-    gpus = gf.gpu_inventory(runner('h200x2'), DOUBLE)
+    gpus = hw.gpu_inventory(runner('h200x2'), DOUBLE, hw.GPU_REPORT_FIELDS)
     assert [g['index'] for g in gpus] == [0, 1]
     first = gpus[0]
     assert first['name'] == 'NVIDIA H200'
@@ -92,9 +93,12 @@ def test_parse_helpers():
     assert gf.parse_header('| NVIDIA-SMI 580.1  Driver Version: 580.159.04     CUDA Version: 13.0 |') == ('580.159.04', '13.0')
     assert gf.parse_header('Driver Version                            : 550.54.15\nCUDA Version : 12.4') == ('550.54.15', '12.4')
     assert gf.parse_header('') == (None, None)
-    # lines of another width are skipped
-    assert gf.parse_query_csv('0, a\n\n', ('index', 'name')) == [{'index': 0, 'name': 'a'}]
-    assert gf.parse_query_csv('0, a, b\n', ('index', 'name')) == []
+    # the one reader of nvidia-smi reads any of the fields it asks; a name may hold commas
+    assert hw.parse_gpu_inventory('0, a\n\n', ('index', 'name')) == [{'index': 0, 'name': 'a'}]
+    assert hw.parse_gpu_inventory('0, a, b, 00:19.0\n', ('index', 'name', 'pci.bus_id')) == [
+        {'index': 0, 'name': 'a, b', 'pci_bus_id': '00:19.0'}]
+    with pytest.raises(ValueError, match='not the 3 fields'):
+        hw.parse_gpu_inventory('0, a\n', ('index', 'name', 'pci.bus_id'))
 
 
 def test_the_captures_of_a_real_h200_host():
@@ -109,7 +113,7 @@ def test_the_captures_of_a_real_h200_host():
     # asked again with the fields the capture has; the others are null
     assert gpu['memory_free_mib'] is None and gpu['utilization_pct'] is None
     with open(os.path.join(FIXTURES, 'h200-query-gpu.txt')) as handle:
-        assert gf.parse_query_csv(handle.read(), gf.BASIC_FIELDS)[0]['uuid'] == gpu['uuid']
+        assert hw.parse_gpu_inventory(handle.read())[0]['uuid'] == gpu['uuid']
     assert gf.check_gpu_request('h200-host', facts, 'cuda', 1, ['0'], required_cuda_version='13.0')['errors'] == []
     assert gf.check_gpu_request('h200-host', facts, 'cuda', 2, [])['errors'] == [
         'host h200-host: vllm_server_tensor_parallel_size=2 but nvidia-smi sees 1 GPU(s) (0: NVIDIA H200); '
@@ -251,15 +255,15 @@ def test_module_on_a_host_without_a_driver(run_module):
     assert status == 'failed' and 'vllm_server_device=cuda but no working NVIDIA driver' in result['msg']
 
 
-def test_the_basic_query_is_read_by_the_probes_parser():
-    """When the driver refuses a field of the full query, the probe's own query and parser (hardware.py) answer."""
+def test_the_basic_query_is_asked_when_a_field_is_refused():
+    """When the driver refuses a field of the report's query, the probe's query is asked and read strictly."""
     def run(argv):
-        if argv[1] == '--query-gpu=' + ','.join(gf.QUERY_FIELDS):
+        if argv[1] == '--query-gpu=' + ','.join(hw.GPU_REPORT_FIELDS):
             return 2, 'Field "memory.free" is not a valid field to query.\n', ''
-        if argv[1] == '--query-gpu=' + ','.join(gf.BASIC_FIELDS):
+        if argv[1] == '--query-gpu=' + ','.join(hw.GPU_QUERY_FIELDS):
             return 0, 'garbage\n', ''
         return 0, '', ''
-    with pytest.raises(gf.NvidiaSmiError, match='cannot be read'):
-        gf.gpu_inventory(run, 'nvidia-smi')
+    with pytest.raises(hw.GpuQueryError, match='cannot be read'):
+        hw.gpu_inventory(run, 'nvidia-smi', hw.GPU_REPORT_FIELDS)
     facts = gf.gpu_facts(run, 'nvidia-smi')
     assert facts['driver_present'] is False and 'cannot be read' in facts['reason']

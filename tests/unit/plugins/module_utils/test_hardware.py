@@ -30,7 +30,8 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures")
 SMI = os.path.join(FIX, "nvidia-smi")
 CPU = os.path.join(FIX, "cpuinfo")
-FAKE_SMI = os.path.join(SMI, "fake-nvidia-smi")
+# TEST DOUBLE of nvidia-smi: prints the fixture set FLEET_FAKE_NVIDIA_SMI of SMI
+NVIDIA_SMI_DOUBLE = os.path.join(FIX, "..", "..", "doubles", "nvidia-smi-double")
 
 
 def text(*parts):
@@ -99,7 +100,7 @@ def test_gpu_inventory_runs_the_documented_query():
 
 
 def test_gpu_inventory_driver_failure_quotes_nvidia_smi():
-    run = FakeRunCommand(rc=9, out=text("nvidia-smi", "synthetic-driver-failure.txt"))
+    run = FakeRunCommand(rc=9, out=text("nvidia-smi", "no-driver-fail.txt"))
     with pytest.raises(GpuQueryError) as e:
         gpu_inventory(run)
     assert "rc 9" in str(e.value) and "couldn't communicate with the NVIDIA driver" in str(e.value)
@@ -117,14 +118,18 @@ def test_gpu_inventory_missing_executable():
         gpu_inventory(run, nvidia_smi="/nonexistent/nvidia-smi")
 
 
-def test_fake_nvidia_smi_executable(monkeypatch):
-    monkeypatch.delenv("FAKE_NVIDIA_SMI_HOLD_PIDS_FILE", raising=False)
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", os.path.join(SMI, "synthetic-h200x2-query-gpu.txt"))
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_APPS", os.path.join(SMI, "synthetic-compute-apps.txt"))
+def test_readers_through_the_nvidia_smi_double(monkeypatch, tmp_path):
+    pids = tmp_path / "pids"
+    pids.write_text("4242 4243\n")
+    monkeypatch.setenv("FLEET_FAKE_NVIDIA_SMI", "synthetic-h200x2")
+    monkeypatch.setenv("FLEET_FAKE_NVIDIA_SMI_HOLD_PIDS_FILE", str(pids))
+    monkeypatch.setenv("FLEET_FAKE_NVIDIA_SMI_HOLD_CALLS", "1")
     run = subprocess_runner()
-    assert [g["index"] for g in gpu_inventory(run, nvidia_smi=FAKE_SMI)] == [0, 1]
-    assert compute_apps(run, nvidia_smi=FAKE_SMI) == [
-        {"pid": 4242, "used_memory_mib": 52338}, {"pid": 4243, "used_memory_mib": 1024}]
+    assert [(g["index"], g["memory_used_mib"]) for g in gpu_inventory(run, nvidia_smi=NVIDIA_SMI_DOUBLE)] == [
+        (0, 1), (1, 52350)]
+    assert compute_apps(run, nvidia_smi=NVIDIA_SMI_DOUBLE) == [
+        {"pid": 4242, "used_memory_mib": 1024}, {"pid": 4243, "used_memory_mib": 1024}]
+    assert compute_apps(run, nvidia_smi=NVIDIA_SMI_DOUBLE) == []
 
 
 def test_parse_compute_apps_empty_and_no_running():
@@ -229,3 +234,10 @@ def test_real_h200_capture_identity():
                      "compute_cap": "9.0"}]
     ident = hardware_identity("cuda", visible_gpus(gpus, "0"))
     assert ident["gpus"][0]["architecture"] == "sm90" and ident["driver_version"] == "580.159.04"
+
+
+def test_a_driver_without_compute_cap_is_asked_again_without_it(monkeypatch):
+    monkeypatch.setenv("FLEET_FAKE_NVIDIA_SMI", "old-driver")
+    gpus = gpu_inventory(subprocess_runner(), nvidia_smi=NVIDIA_SMI_DOUBLE)
+    assert [(g["index"], g["memory_total_mib"], g["compute_cap"]) for g in gpus] == [(0, 81920, None), (1, 40960, None)]
+    assert gpus[1]["memory_used_mib"] is None

@@ -3,7 +3,8 @@
 """Hostile input: every case is either refused with the exact sentence (host, variable, fix)
 or rendered so that systemd reads back exactly the planned argv and environment.
 
-The read-back uses ``systemd_quote``'s parser of unit files (systemd's unquoting rules) and,
+The read-back uses the tests' reader of unit files (``tests/systemd_unit.py``, systemd's unquoting
+rules) and,
 where ``systemd-analyze`` exists, ``systemd-analyze verify`` on the rendered unit.
 """
 
@@ -15,8 +16,8 @@ import subprocess
 
 import pytest
 
+import systemd_unit as su
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
 
 HOST = 'gpu-07'
 BASE = {'vllm_server_model': 'Qwen/Qwen3.5-0.8B'}
@@ -299,30 +300,19 @@ def unit_text(service):
     return '# managed\n' + '\n'.join(service['unit_lines']) + '\n'
 
 
-def read_back(text):
-    entries = sq.unit_values(text)
-    values = {}
-    for section, key, value in entries:
-        values.setdefault((section, key), []).append(value)
-    return values
-
-
 @pytest.mark.parametrize('overrides', [case[1] for case in RENDERED], ids=[case[0] for case in RENDERED])
 def test_rendered_units_read_back_as_planned(overrides):
     result = plan(**overrides)
     assert result['errors'] == [], result['errors']
     for role in ('vllm', 'lmcache'):
         service = result[role]
-        values = read_back(unit_text(service))
-        (exec_start,) = values[('Service', 'ExecStart')]
-        assert sq.split_exec(exec_start) == service['argv']
-        environment = {}
-        for line in values[('Service', 'Environment')]:
-            environment.update(sq.parse_environment(line))
-        assert environment == service['environment']
-        (description,) = values[('Unit', 'Description')]
+        sections = su.parse_unit(unit_text(service))
+        (exec_start,) = su.values(sections, 'Service', 'ExecStart')
+        assert su.parse_exec(exec_start, {}) == ('', service['argv'])
+        assert su.parse_environment(su.values(sections, 'Service', 'Environment')) == service['environment']
+        (description,) = su.values(sections, 'Unit', 'Description')
         assert description.replace('%%', '%') == service['description']
-        env_file = sq.parse_env_file('# managed\n' + '\n'.join(service['env_file_lines']) + '\n')
+        env_file = su.parse_env_file('# managed\n' + '\n'.join(service['env_file_lines']) + '\n')
         assert env_file == service['env_file']
     argv = result['vllm']['argv']
     # the rules hold whatever the extra arguments were
@@ -365,16 +355,15 @@ def test_systemd_analyze_verify_accepts_the_units(overrides, tmp_path):
 
 
 @pytest.mark.parametrize('overrides', [case[1] for case in RENDERED], ids=[case[0] for case in RENDERED])
-def test_an_independent_reader_agrees(overrides, repo_script, tmp_path):
-    """The GPU harness's own reader of units (tests/gpu/systemd_unit.py, written apart from systemd_quote)
-    starts exactly the planned argv with the planned environment."""
-    reader = repo_script('tests/gpu/systemd_unit.py')
+def test_the_harness_starts_the_planned_command(overrides, tmp_path):
+    """What the GPU harness starts by hand (``service_command``: the unit and its environment file read
+    the way systemd reads them) is exactly the planned argv with the planned environment."""
     result = plan(**overrides)
     for role in ('vllm', 'lmcache'):
         service = result[role]
         env_file = tmp_path / service['env_path'].lstrip('/')
         env_file.parent.mkdir(parents=True, exist_ok=True)
         env_file.write_text('# managed\n' + '\n'.join(service['env_file_lines']) + '\n')
-        command = reader.service_command(unit_text(service), root=str(tmp_path))
+        command = su.service_command(unit_text(service), root=str(tmp_path))
         assert command['argv'] == service['argv']
         assert command['env'] == dict(service['environment'], **service['env_file'])

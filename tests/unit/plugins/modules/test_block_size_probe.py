@@ -42,9 +42,9 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner im
 )
 
 LOGS = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "logs")
-SMI = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "nvidia-smi")
-# TEST DOUBLE of nvidia-smi (see its README): prints the files named by FAKE_NVIDIA_SMI_*
-FAKE_NVIDIA_SMI = os.path.abspath(os.path.join(SMI, "fake-nvidia-smi"))
+# TEST DOUBLE of nvidia-smi (see tests/doubles/nvidia_smi_double.py): prints the fixture set FLEET_FAKE_NVIDIA_SMI
+NVIDIA_SMI_DOUBLE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "doubles",
+                                                 "nvidia-smi-double"))
 MODELS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "models")
 SHARED_CONFIG = "/work/shared/models/Qwen3.5-0.8B/config.json"
 
@@ -363,8 +363,8 @@ def multi_gpu_vllm_double(tmp_path, monkeypatch):
         kw["msg"] = msg
         raise FailJson(kw)
 
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", os.path.join(SMI, "synthetic-h200x2-query-gpu.txt"))
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_APPS", os.path.join(SMI, "synthetic-compute-apps-none.txt"))
+    monkeypatch.setenv("FLEET_FAKE_NVIDIA_SMI", "synthetic-h200x2")
+    monkeypatch.delenv("FLEET_FAKE_NVIDIA_SMI_HOLD_PIDS_FILE", raising=False)
     monkeypatch.setattr(basic.AnsibleModule, "exit_json", _exit_json)
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail_json)
 
@@ -384,7 +384,7 @@ def multi_gpu_vllm_double(tmp_path, monkeypatch):
 
         def run(self, **kw):
             args = {"model": str(model), "vllm_executable": str(vllm), "cache_path": self.cache,
-                    "timeout": 30, "launcher": "serve", "nvidia_smi": FAKE_NVIDIA_SMI,
+                    "timeout": 30, "launcher": "serve", "nvidia_smi": NVIDIA_SMI_DOUBLE,
                     "release_timeout": 5,
                     "env": {"MULTI_GPU_VLLM_DOUBLE_SCENARIO": str(tmp_path / "scenario.json")}}
             args.update(kw)

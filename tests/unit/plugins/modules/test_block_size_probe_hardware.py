@@ -5,7 +5,7 @@
 check beside a running service, the wait for the GPU memory to be released, the cache's
 validation and lock, the service user's environment, the engine launcher's fallback.
 
-vLLM is ``multi_gpu_vllm_double`` and nvidia-smi is ``fake-nvidia-smi`` (TEST DOUBLES, see
+vLLM is ``multi_gpu_vllm_double`` and nvidia-smi is ``tests/doubles/nvidia-smi-double`` (TEST DOUBLES, see
 test_block_size_probe.py and tests/unit/fixtures/nvidia-smi/README.md)."""
 
 from __future__ import absolute_import, division, print_function
@@ -22,16 +22,11 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import probe_ru
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner import CacheLock
 
 from test_block_size_probe import (  # noqa: F401  # pylint: disable=unused-import
-    SMI,
     multi_gpu_vllm_double,
     read_log,
 )
 
 CUDA_LINES = "vllm-0.20.0-tp1-enginecore.log"
-
-
-def smi_file(name):
-    return os.path.abspath(os.path.join(SMI, name))
 
 
 def test_fingerprint_names_the_visible_gpus(multi_gpu_vllm_double, monkeypatch):
@@ -56,7 +51,7 @@ def test_another_gpu_is_not_a_cache_hit(multi_gpu_vllm_double, monkeypatch):
     status, again = d.run()
     assert again["source"] == "cache"
     # the disk image on a host whose GPUs have other uuids (or another driver)
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", smi_file("synthetic-mixed-na-query-gpu.txt"))
+    monkeypatch.setenv("FLEET_FAKE_NVIDIA_SMI", "synthetic-mixed-na")
     status, other = d.run(compute_only=True)
     assert other["fingerprint"] != first["fingerprint"]
     status, other = d.run()
@@ -73,8 +68,7 @@ def test_cuda_visible_devices_naming_no_gpu_fails(multi_gpu_vllm_double):
 
 def test_nvidia_smi_failure_fails_with_its_words(multi_gpu_vllm_double, monkeypatch):
     d = multi_gpu_vllm_double
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_RC", "9")
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_ERR", smi_file("synthetic-driver-failure.txt"))
+    monkeypatch.setenv("FLEET_FAKE_NVIDIA_SMI", "no-driver")
     status, res = d.run()
     assert status == "failed"
     assert "cannot tell this CUDA host's GPUs" in res["msg"]
@@ -86,8 +80,8 @@ def test_gpu_memory_released_after_a_while(multi_gpu_vllm_double, monkeypatch):
     """The double's processes are listed as holding GPU memory for the first 3 queries after
     their kill: the module waits, then returns."""
     d = multi_gpu_vllm_double
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_HOLD_PIDS_FILE", d.pids_out)
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_HOLD_CALLS", "3")
+    monkeypatch.setenv("FLEET_FAKE_NVIDIA_SMI_HOLD_PIDS_FILE", d.pids_out)
+    monkeypatch.setenv("FLEET_FAKE_NVIDIA_SMI_HOLD_CALLS", "3")
     d.replay(read_log(CUDA_LINES))
     status, res = d.run(release_timeout=20)
     assert status == "ok", res
@@ -98,7 +92,7 @@ def test_gpu_memory_released_after_a_while(multi_gpu_vllm_double, monkeypatch):
 
 def test_gpu_memory_still_held_fails_naming_the_pids(multi_gpu_vllm_double, monkeypatch):
     d = multi_gpu_vllm_double
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_HOLD_PIDS_FILE", d.pids_out)
+    monkeypatch.setenv("FLEET_FAKE_NVIDIA_SMI_HOLD_PIDS_FILE", d.pids_out)
     d.replay(read_log(CUDA_LINES))
     status, res = d.run(release_timeout=1)
     assert status == "failed", res
@@ -113,7 +107,7 @@ def test_gpu_memory_still_held_fails_naming_the_pids(multi_gpu_vllm_double, monk
 
 def test_probe_beside_a_busy_service_lowers_its_budget(multi_gpu_vllm_double, monkeypatch):
     d = multi_gpu_vllm_double
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", smi_file("synthetic-h200x2-busy-query-gpu.txt"))
+    monkeypatch.setenv("FLEET_FAKE_NVIDIA_SMI", "synthetic-h200x2-busy")
     d.replay(read_log(CUDA_LINES))
     status, res = d.run()
     assert status == "ok", res
@@ -129,7 +123,7 @@ def test_probe_beside_a_busy_service_lowers_its_budget(multi_gpu_vllm_double, mo
 
 def test_no_room_beside_the_service_fails_and_launches_nothing(multi_gpu_vllm_double, monkeypatch):
     d = multi_gpu_vllm_double
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", smi_file("synthetic-h200x2-full-query-gpu.txt"))
+    monkeypatch.setenv("FLEET_FAKE_NVIDIA_SMI", "synthetic-h200x2-full")
     d.replay(read_log(CUDA_LINES))
     status, res = d.run()
     assert status == "failed"

@@ -1,18 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright (C) 2026 lmcache_vllm.fleet contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The harness's systemd unit reader (no GPU needed)."""
+"""The tests' reader of systemd units (tests/systemd_unit.py), used by the unit, playbook and GPU tests."""
 
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pytest
 
-import pytest  # noqa: E402
-
-from systemd_unit import (  # noqa: E402
+from systemd_unit import (
     UnitSyntaxError, parse_env_file, parse_environment, parse_exec, service_command, split_words,
 )
 

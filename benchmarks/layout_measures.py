@@ -1,0 +1,174 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The layout measures of docs/layout.md, printed for the checkout it runs in.
+
+    python benchmarks/layout_measures.py [--repo DIR] [--json]
+
+1. functions in plugins/ over 60 lines (from ``def`` to the last line of the body);
+2. Python files over 450 code lines (blank lines, comments, docstrings and the modules'
+   ``DOCUMENTATION`` / ``EXAMPLES`` / ``RETURN`` strings not counted);
+3. ``{% %}`` statement lines in playbooks/ and roles/ (every line holding ``{%``);
+4. pairs of the ``duplicates`` command that touch plugins/, or that join tests/ and benchmarks/
+   (scaffolding written twice); skipped when that command is not installed.
+
+It reports and exits 0: the limits are targets of the layout work (docs/layout.md), not a gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FUNCTION_LIMIT = 60
+FILE_LIMIT = 450
+STATEMENT_LIMIT = 20
+DOC_CONSTANTS = ('DOCUMENTATION', 'EXAMPLES', 'RETURN')
+PAIR_RE = re.compile(r'^D\d+ (\S+?):\d+-\d+ ~ (\S+?):\d+-\d+')
+
+
+def tracked(repo, *prefixes):
+    """Files git knows (tracked, or new and not ignored) under the prefixes, sorted."""
+    proc = subprocess.run(['git', '-C', repo, 'ls-files', '--cached', '--others', '--exclude-standard', '--']
+                          + list(prefixes), stdout=subprocess.PIPE, universal_newlines=True, check=True)
+    return sorted(p for p in proc.stdout.splitlines() if os.path.isfile(os.path.join(repo, p)))
+
+
+def _doc_lines(tree):
+    """Line numbers of docstrings and of the modules' documentation constants."""
+    lines = set()
+    for node in ast.walk(tree):
+        body = getattr(node, 'body', None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
+            first = body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                lines.update(range(first.lineno, first.end_lineno + 1))
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str) \
+                and any(isinstance(t, ast.Name) and t.id in DOC_CONSTANTS for t in node.targets):
+            lines.update(range(node.lineno, node.end_lineno + 1))
+    return lines
+
+
+def code_lines(text, tree):
+    """Lines that are neither blank, nor comments, nor documentation."""
+    docs = _doc_lines(tree)
+    return sum(1 for number, line in enumerate(text.splitlines(), 1)
+               if line.strip() and not line.strip().startswith('#') and number not in docs)
+
+
+def long_functions(path, tree, limit=FUNCTION_LIMIT):
+    """(path:line name, lines) of every function longer than ``limit`` lines, nested ones included."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = node.end_lineno - node.lineno + 1
+            if length > limit:
+                out.append(('%s:%d %s' % (path, node.lineno, node.name), length))
+    return out
+
+
+def python_measures(repo):
+    functions, files = [], []
+    for path in tracked(repo, '*.py'):
+        with open(os.path.join(repo, path), encoding='utf-8') as handle:
+            text = handle.read()
+        try:
+            tree = ast.parse(text, path)
+        except SyntaxError as exc:
+            files.append(('%s (does not parse: %s)' % (path, exc.msg), 0))
+            continue
+        if path.startswith('plugins/'):
+            functions.extend(long_functions(path, tree))
+        count = code_lines(text, tree)
+        if count > FILE_LIMIT:
+            files.append((path, count))
+    return sorted(functions, key=lambda x: -x[1]), sorted(files, key=lambda x: -x[1])
+
+
+def statement_lines(repo):
+    """{path: number of lines holding a Jinja statement} under playbooks/ and roles/."""
+    out = {}
+    for path in tracked(repo, 'playbooks', 'roles'):
+        try:
+            with open(os.path.join(repo, path), encoding='utf-8') as handle:
+                count = sum(1 for line in handle if '{%' in line)
+        except UnicodeDecodeError:
+            continue
+        if count:
+            out[path] = count
+    return out
+
+
+def _touches(left, right):
+    sides = (left, right)
+    if any(side.startswith('plugins/') for side in sides):
+        return True
+    tops = set(side.split('/', 1)[0] for side in sides)
+    return tops == {'tests', 'benchmarks'}
+
+
+def duplicate_pairs(repo):
+    """Rows of ``duplicates`` that touch plugins/ or join tests/ and benchmarks/; None without the command."""
+    exe = shutil.which('duplicates')
+    if not exe:
+        return None
+    proc = subprocess.run([exe, '--repo', repo, '--most', '200', '--seconds', '120'], stdout=subprocess.PIPE,
+                          universal_newlines=True, check=False)
+    rows = []
+    for line in proc.stdout.splitlines():
+        match = PAIR_RE.match(line)
+        if match and _touches(match.group(1), match.group(2)):
+            rows.append(line)
+    return rows
+
+
+def measure(repo):
+    functions, files = python_measures(repo)
+    statements = statement_lines(repo)
+    return {'functions_over_%d_lines' % FUNCTION_LIMIT: functions,
+            'files_over_%d_code_lines' % FILE_LIMIT: files,
+            'jinja_statement_lines': sum(statements.values()),
+            'jinja_statement_lines_by_file': statements,
+            'duplicate_pairs': duplicate_pairs(repo)}
+
+
+def report(data):
+    lines = []
+    functions = data['functions_over_%d_lines' % FUNCTION_LIMIT]
+    lines.append('functions in plugins/ over %d lines: %d' % (FUNCTION_LIMIT, len(functions)))
+    lines.extend('  %4d  %s' % (length, where) for where, length in functions)
+    files = data['files_over_%d_code_lines' % FILE_LIMIT]
+    lines.append('Python files over %d code lines (docstrings excluded): %d' % (FILE_LIMIT, len(files)))
+    lines.extend('  %4d  %s' % (count, path) for path, count in files)
+    lines.append('{%% %%} statement lines in playbooks/ and roles/: %d (target: at most %d)'
+                 % (data['jinja_statement_lines'], STATEMENT_LIMIT))
+    lines.extend('  %4d  %s' % (count, path) for path, count in sorted(
+        data['jinja_statement_lines_by_file'].items(), key=lambda x: (-x[1], x[0])))
+    pairs = data['duplicate_pairs']
+    if pairs is None:
+        lines.append('duplicates pairs touching plugins/ or tests/ ~ benchmarks/: not measured (no duplicates command)')
+    else:
+        lines.append('duplicates pairs touching plugins/ or tests/ ~ benchmarks/: %d' % len(pairs))
+        lines.extend('  ' + row for row in pairs)
+    return '\n'.join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
+    parser.add_argument('--repo', default=REPO, help='the checkout to measure (default: this one)')
+    parser.add_argument('--json', action='store_true', help='print JSON instead of text')
+    args = parser.parse_args(argv)
+    data = measure(os.path.abspath(args.repo))
+    print(json.dumps(data, indent=1) if args.json else report(data))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
