@@ -19,7 +19,12 @@ import json
 import os
 import re
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import is_secret_name
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import (
+    REDACTED,
+    is_secret_name,
+    redact,
+    redact_text,
+)
 
 # 2: the hardware (GPU kind and driver, or CPU model and ISA flags) is an input.
 # 3: environment values outside ENV_N_ALLOWLIST and secret-named flags' values are kept only as hashes.
@@ -204,34 +209,38 @@ def hashed_value(name, value):
 
 def relevant_env(env):
     """The user-given environment entries that may change N: the allow-listed ones with their
-    values, every other one (not known to be irrelevant) as a hash of its value."""
+    values, a secret-named one as ``<redacted>`` (a credential does not change N), every other one
+    (not known to be irrelevant) as a hash of its value."""
     out = {}
     for key, value in (env or {}).items():
         key, value = str(key), str(value)
         if ENV_IGNORED_RE.match(key):
             continue
-        out[key] = value if key in ENV_N_ALLOWLIST else hashed_value(key, value)
+        if key in ENV_N_ALLOWLIST:
+            out[key] = redact_text(value)
+        elif is_secret_name(key):
+            out[key] = REDACTED
+        else:
+            out[key] = hashed_value(key, value)
     return out
 
 
 def fingerprint_args(extra_args):
     """extra_args for the fingerprint: the value of a secret-named flag (``--hf-token X``,
-    ``--api-key=X``) as a hash, everything else as given."""
-    out, hide = [], None
+    ``--api-key=X``) as ``<redacted>`` (a credential does not change N), credentials recognised by
+    their shape redacted, everything else as given."""
+    out, hide = [], False
     for arg in [str(a) for a in (extra_args or [])]:
-        if hide is not None:
-            out.append(hashed_value(hide, arg))
-            hide = None
+        if hide:
+            out.append(REDACTED)
+            hide = False
             continue
-        name, eq, value = arg.partition("=")
+        name, eq, _value = arg.partition("=")
         if arg.startswith("-") and is_secret_name(name):
-            if eq:
-                out.append("%s=%s" % (name, hashed_value(name, value)))
-            else:
-                out.append(arg)
-                hide = name
+            out.append("%s=%s" % (name, REDACTED) if eq else arg)
+            hide = not eq
             continue
-        out.append(arg)
+        out.append(redact_text(arg))
     return out
 
 
@@ -245,7 +254,7 @@ def fingerprint_inputs(model_id, vllm_version, tensor_parallel_size=1, dtype="au
     the CPU model and ISA flags): N read on other hardware is not valid here."""
     return {
         "fingerprint_version": FINGERPRINT_VERSION,
-        "model": model_id,
+        "model": redact(model_id),
         "vllm_version": vllm_version,
         "platform": platform or platform_from_version(vllm_version),
         "tensor_parallel_size": int(tensor_parallel_size or 1),
@@ -254,7 +263,7 @@ def fingerprint_inputs(model_id, vllm_version, tensor_parallel_size=1, dtype="au
         "mamba_ssm_cache_dtype": normalize_choice(mamba_ssm_cache_dtype),
         "mamba_cache_dtype": normalize_choice(mamba_cache_dtype),
         "block_size": int(block_size) if block_size else None,
-        "speculative_config": normalize_speculative_config(speculative_config),
+        "speculative_config": redact(normalize_speculative_config(speculative_config)),
         "extra_args": fingerprint_args(extra_args),
         "env": relevant_env(env),
         "probe_mode": probe_mode or "full",

