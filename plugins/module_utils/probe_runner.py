@@ -32,6 +32,7 @@ import time
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import (
     LogScanner,
+    check_block_size,
 )
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_containment import (
     WATCHDOG_SRC,
@@ -447,6 +448,9 @@ def validate_entry(fingerprint, entry, fingerprint_version=None, compute=None):
     n = entry.get("vllm_block_size")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         return "has vllm_block_size=%r, not a positive integer" % (n,)
+    why = check_block_size(n, inputs.get("platform"), inputs.get("vllm_version"))
+    if why is not None:
+        return "has %s" % why
     if compute is not None:
         try:
             actual = compute(inputs)

@@ -51,7 +51,7 @@ URL_PASSWORD_RE = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]+):[^@\s/'\
 # NAME=value, --name=value, --name value, 'name': 'value', "name": "value", name: value in free text
 PAIR_RE = re.compile(
     r"""(?P<pre>(?P<q>['"]?)(?P<name>-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)(?P=q)\s*(?P<sep>[:=]|\s(?=\S))\s*)"""
-    r"""(?P<val>'[^']*'|"[^"]*"|[^\s,;}'"\]\)]+)"""
+    r"""(?P<val>'[^']*'|"[^"]*"|\[[^\]]*\]|[^\s,;}'"\]\)]+)"""
 )
 
 
@@ -75,6 +75,8 @@ def _pair(match):
     if sep.isspace() and not name.startswith("-"):
         return match.group(0)  # "word value" in prose: only --flag value pairs
     val = match.group("val")
+    if val.startswith("["):
+        return "%s[%s]" % (match.group("pre"), REDACTED)
     quote = val[0] if val[:1] in ("'", '"') else ""
     return "%s%s%s%s" % (match.group("pre"), quote, REDACTED, quote)
 
