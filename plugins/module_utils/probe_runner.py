@@ -402,6 +402,9 @@ def probe_env(base_env, user_env=None, platform="cuda", local_model=False):
         env["VLLM_LOGGING_LEVEL"] = "INFO"
     env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
     env["VLLM_CONFIGURE_LOGGING"] = "1"
+    # vLLM's own record format, which the probe reads N from (block_size_log.BLOCK_RECORD_RE)
+    env["VLLM_LOGGING_PREFIX"] = ""
+    env.pop("VLLM_LOGGING_CONFIG_PATH", None)
     env.setdefault("VLLM_LOGGING_COLOR", "0")
     env.setdefault("NO_COLOR", "1")
     env.setdefault("VLLM_NO_USAGE_STATS", "1")

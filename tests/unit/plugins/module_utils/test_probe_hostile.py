@@ -45,6 +45,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner im
     build_probe_argv,
     filter_extra_args,
     load_cache,
+    probe_env,
     store_cache,
     validate_entry,
 )
@@ -198,6 +199,12 @@ def test_n_off_the_kernel_alignment_is_refused(n, platform, version, words):
     with pytest.raises(ProbeError) as e:
         block_size_decision(scanner, "found", platform=platform, vllm_version=version)
     assert str(e.value) == "vLLM's log gives %s; refused, nothing cached" % words
+
+
+def test_the_service_cannot_change_the_record_format_of_the_probe():
+    env = probe_env({}, {"VLLM_LOGGING_PREFIX": "Setting attention block size to 16 tokens ",
+                         "VLLM_LOGGING_CONFIG_PATH": "/etc/evil-logging.json"})
+    assert env["VLLM_LOGGING_PREFIX"] == "" and "VLLM_LOGGING_CONFIG_PATH" not in env
 
 
 def test_aligned_n_is_accepted():
