@@ -56,6 +56,18 @@ description:
     C(--gpu-memory-utilization) is lowered to what the GPUs have free (O(fit_gpu_memory),
     O(min_gpu_memory_utilization)); when not even that fits the module fails with RV(outcome=no_gpu_memory),
     and the probe must run inside the host's rolling batch after its service has stopped.
+  - N is read only from vLLM's own log record of the message (its logger header, level C(INFO), file
+    C(interface.py) or C(config.py)), never from an echoed argument or a logged prompt, and only when it is a
+    positive multiple of the platform's kernel alignment (16 on CUDA, 32 on CPU); otherwise nothing is cached.
+  - The cache file and C(<cache_path>.lock) are opened without following symlinks, in a directory chain without
+    symlinks, and trusted only when owned by root or O(user) and not writable by group/other; anything else fails
+    the module naming the path and the fix, and is not overwritten.
+  - Every process the probe starts is contained (the module is a child subreaper, and a watchdog covers a killed
+    module), including a descendant that leaves the session with C(setsid()). The log is read in bounded chunks
+    with bounded memory, and its private file is unlinked as soon as it is opened.
+  - Credentials never reach the cache, the facts or the result - environment values outside an allow-list of
+    variables that change N enter the fingerprint as hashes, secret-named variables and flags as
+    C(<redacted>), and every result, warning and fact is redacted by name and by shape.
   - Sets the fact C(vllm_block_size) (integer N) and C(vllm_block_size_probe) (the whole result).
 author:
   - lmcache_vllm.fleet maintainers (@lmcache-vllm)
@@ -114,7 +126,9 @@ options:
         C(--attention-backend), C(--quantization), C(--hf-overrides), C(--pipeline-parallel-size)).
         They are appended last and are part of the fingerprint.
       - C(--host), C(--port), C(--uds), C(--kv-transfer-config), C(--load-format), C(--api-key),
-        C(--served-model-name) and the SSL flags are dropped (with a warning), the probe sets its own.
+        C(--served-model-name) and the SSL flags are dropped (with a warning), in every spelling argparse expands
+        to them (C(--hos), C(--ho=), C(--api_key)); the probe sets its own, its loopback C(--host) and C(--port)
+        last.
     type: list
     elements: str
     default: []
@@ -249,9 +263,9 @@ options:
     default: auto
   log_path:
     description:
-      - Keep the complete vLLM log of the probe at this path. By default the log goes to a private
-        temporary directory (mode 0700) that is removed after the run, whatever its end (its relevant
-        tail is in RV(log_tail) on failure).
+      - Keep the complete vLLM log of the probe at this path. By default the log is a file in a private
+        temporary directory (mode 0700) that is unlinked as soon as the probe holds it open, so nothing of it
+        is left whatever the end (its relevant tail is in RV(log_tail) on failure).
     type: path
   service_name:
     description:
