@@ -42,7 +42,6 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_containme
     kill_contained,
 )
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_trust import (
-    UntrustedPath,
     make_dirs,
     open_trusted,
     trusted_uids,
@@ -472,8 +471,6 @@ def read_cache_file(path, uids=None):
     owned by another user or writable by group/other (probe_trust; ``uids`` the trusted owners)."""
     try:
         fd = open_trusted(path, os.O_RDONLY, uids or trusted_uids())
-    except UntrustedPath:
-        raise
     except (IOError, OSError) as e:
         raise CacheFileError("cannot read %s: %s" % (path, e))
     if fd is None:
