@@ -891,8 +891,10 @@ class ProbeProcess(object):
             log_dir = os.path.dirname(os.path.abspath(self.log_path))
             if not os.path.isdir(log_dir):
                 os.makedirs(log_dir, 0o755)
-            writer = open(self.log_path, "wb")
-            return writer, open(self.log_path, "rb")
+            # a symlink at log_path is refused (ELOOP), not followed and truncated as root
+            nofollow = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+            writer = os.fdopen(os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | nofollow, 0o600), "wb")
+            return writer, os.fdopen(os.open(self.log_path, os.O_RDONLY | nofollow), "rb")
         private = tempfile.mkdtemp(prefix="vllm-block-size-probe.")
         path = os.path.join(private, "vllm.log")
         try:

@@ -320,6 +320,18 @@ def wait_for_file(path, timeout=10):
     raise AssertionError("%s not written" % path)
 
 
+def test_a_symlinked_log_path_is_not_followed(tmp_path):
+    target = victim(tmp_path)
+    log = str(tmp_path / "probe.log")
+    os.symlink(target, log)
+    proc = ProbeProcess(["/bin/true"], dict(os.environ), log_path=log, watchdog=False)
+    with pytest.raises(OSError) as e:
+        with proc:
+            pass
+    assert "Too many levels of symbolic links" in str(e.value)
+    assert open(target).read() == "precious\n" and proc.proc is None
+
+
 def test_a_daemon_that_leaves_the_session_does_not_survive(tmp_path):
     pidfile = str(tmp_path / "daemon.pid")
     proc = ProbeProcess([sys.executable, "-c", DAEMON, pidfile], dict(os.environ), watchdog=False)
