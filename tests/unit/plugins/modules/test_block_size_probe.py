@@ -492,3 +492,15 @@ def test_cuda_hybrid_block_size_already_sufficient(multi_gpu_vllm_double):
     assert status == "ok", res
     assert res["outcome"] == "block_size_sufficient"
     assert res["vllm_block_size"] == 1024
+
+
+def test_n_zero_in_vllms_record_fails_and_caches_nothing(multi_gpu_vllm_double):
+    d = multi_gpu_vllm_double
+    d.replay(["(EngineCore pid=187) INFO 05-01 17:08:53 [interface.py:606] Setting attention block size to 0 tokens "
+              "to ensure that attention page size is >= mamba page size.",
+              "(EngineCore pid=187) INFO 05-01 17:08:53 [gpu_worker.py:1] Available KV cache memory: 1 GiB"])
+    status, res = d.run()
+    assert status == "failed", res
+    assert res["msg"] == ("vLLM's log gives N=0 is not a positive multiple of the cuda kernel alignment 16; "
+                          "refused, nothing cached")
+    assert not os.path.exists(d.cache)
