@@ -504,3 +504,19 @@ def test_n_zero_in_vllms_record_fails_and_caches_nothing(multi_gpu_vllm_double):
     assert res["msg"] == ("vLLM's log gives N=0 is not a positive multiple of the cuda kernel alignment 16; "
                           "refused, nothing cached")
     assert not os.path.exists(d.cache)
+
+
+def test_a_group_writable_cache_fails_the_module_untouched(multi_gpu_vllm_double):
+    d = multi_gpu_vllm_double
+    d.replay(read_log("vllm-0.20.0-tp1-enginecore.log"))
+    os.makedirs(os.path.dirname(d.cache))
+    with open(d.cache, "w") as f:
+        f.write("{}")
+    os.chmod(d.cache, 0o666)
+    status, res = d.run()
+    assert status == "failed", res
+    assert res["msg"] == ("refusing the cache: %s is writable by group/other (mode 0666); refused, not overwritten. "
+                          "Fix: chmod go-w %s, or remove it" % (d.cache, d.cache))
+    assert d.launched() is None
+    with open(d.cache) as f:
+        assert f.read() == "{}"
