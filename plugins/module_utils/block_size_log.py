@@ -24,6 +24,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ast
 import codecs
 import collections
 import re
@@ -76,10 +77,9 @@ HYBRID_HINT_RE = re.compile(
 # block size decision has been taken; block_size is the engine config's, hybrid its is_hybrid.
 ENGINE_BUILT_RE = re.compile(r"^fleet-probe: engine built: block_size=(\d+) hybrid=(True|False)")
 # Block size as vLLM reports it elsewhere, when it does not print the line.
-KV_BACKEND_BLOCK_RE = re.compile(r"Setting kv cache block size to (\d+) for")
-NON_DEFAULT_BLOCK_RE = re.compile(r"non-default args:.*?['\"]block_size['\"]\s*:\s*(\d+)")
-CONFIG_BLOCK_RE = re.compile(r"\bblock_size=(\d+)")
-CACHE_INFO_BLOCK_RE = re.compile(r"cache_config_info\{[^}]*block_size=\"(\d+)\"")
+# (both only as the whole message of one of vLLM's own log records, see record_messages)
+KV_BACKEND_BLOCK_RE = re.compile(r"^Setting kv cache block size to (\d+) for \S+ backend\.?$")
+NON_DEFAULT_ARGS = "non-default args: "
 
 # A Python exception line: "ValueError: ...", "torch.OutOfMemoryError: ...",
 # "AssertionError" (bare), "RuntimeError: Engine core initialization failed".
@@ -235,23 +235,46 @@ def parse_padding(text):
     return float(vals[-1]) if vals else None
 
 
+def record_messages(text):
+    """The message of every line of text that is one of vLLM's own log records (logger header
+    after an optional process prefix), in log order."""
+    for raw in strip_ansi(text).split("\n"):
+        rest = split_prefix(raw.strip())[2]
+        m = LOG_HEADER_RE.match(rest)
+        if m:
+            yield rest[m.end():]
+
+
+def _non_default_block_size(message):
+    """block_size of vLLM's ``non-default args: {...}`` record, read as the dict it is (a string
+    inside it that looks like a block size does not count)."""
+    try:
+        args = ast.literal_eval(message[len(NON_DEFAULT_ARGS):])
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    value = args.get("block_size") if isinstance(args, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def effective_block_size(text, requested=None, platform="cuda"):
     """Block size in effect when vLLM became ready without printing the line.
 
-    Returns (value, how) where how names the evidence: ``log:backend``,
-    ``log:non-default-args``, ``log:config``, ``requested`` or
-    ``platform-default``. value is None when nothing is known.
+    Returns (value, how) where how names the evidence: ``log:backend`` (vLLM's record "Setting kv
+    cache block size to B for <backend> backend."), ``log:non-default-args`` (the block_size of vLLM's
+    "non-default args" record), ``requested`` or ``platform-default``. Only vLLM's own records count.
+    value is None when nothing is known.
     """
-    clean = strip_ansi(text)
-    for regex, how in (
-        (KV_BACKEND_BLOCK_RE, "log:backend"),
-        (CACHE_INFO_BLOCK_RE, "log:cache_config_info"),
-        (NON_DEFAULT_BLOCK_RE, "log:non-default-args"),
-        (CONFIG_BLOCK_RE, "log:config"),
-    ):
-        vals = regex.findall(clean)
-        if vals:
-            return int(vals[-1]), how
+    backend = args = None
+    for message in record_messages(text):
+        m = KV_BACKEND_BLOCK_RE.match(message)
+        if m:
+            backend = int(m.group(1))
+        elif message.startswith(NON_DEFAULT_ARGS):
+            args = _non_default_block_size(message) or args
+    if backend is not None:
+        return backend, "log:backend"
+    if args is not None:
+        return args, "log:non-default-args"
     if requested:
         return int(requested), "requested"
     default = PLATFORM_DEFAULT_BLOCK_SIZE.get(platform)

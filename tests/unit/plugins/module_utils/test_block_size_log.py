@@ -141,7 +141,8 @@ def test_effective_block_size_defaults():
 
 
 def test_effective_block_size_backend_line():
-    text = "(EngineCore pid=3) INFO 05-01 [interface.py:400] Setting kv cache block size to 64 for FLASHMLA backend.\n"
+    text = ("(EngineCore pid=3) INFO 05-01 17:08:53 [interface.py:400] Setting kv cache block size to 64 for "
+            "FLASHMLA backend.\n")
     assert effective_block_size(text, requested=16) == (64, "log:backend")
 
 

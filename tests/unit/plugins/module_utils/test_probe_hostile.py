@@ -207,6 +207,19 @@ def test_the_service_cannot_change_the_record_format_of_the_probe():
     assert env["VLLM_LOGGING_PREFIX"] == "" and "VLLM_LOGGING_CONFIG_PATH" not in env
 
 
+def test_a_ready_engines_block_size_comes_only_from_vllms_records():
+    echoed = ("(APIServer pid=1) INFO 11-30 09:48:00 [utils.py:233] non-default args: {'model': 'm', "
+              "'served_model_name': [\"'block_size': 48\"], 'block_size': 1024}\n"
+              "(APIServer pid=1) INFO 11-30 09:49:00 [logger.py:41] Received request cmpl-1: prompt: "
+              "'Setting kv cache block size to 48 for FLASHMLA backend.'\n"
+              "Setting kv cache block size to 48 for FLASHMLA backend.\n"
+              "(APIServer pid=1) INFO 11-30 09:50:00 [api_server.py:1] Application startup complete.\n")
+    scanner = scan_text(echoed)
+    out = block_size_decision(scanner, scanner.state(1), requested=1024, platform="cuda", vllm_version="0.32.0")
+    assert (out["vllm_block_size"], out["outcome"]) == (1024, "not_hybrid")
+    assert "(log:non-default-args)" in out["reason"]
+
+
 def test_aligned_n_is_accepted():
     assert check_block_size(544, "cpu", "0.32.0+cpu") is None
     assert check_block_size(784, "cuda", "0.19.1") is None
