@@ -101,14 +101,16 @@ def test_no_line_raises():
     "(VllmWorker-0 pid=5) ", "(EngineCore_DP0 pid=6) ", "",
 ])
 def test_all_prefix_forms(prefix):
-    text = prefix + "INFO 11-30 09:48:08 [interface.py:1096] Setting attention block size to 544 tokens to ensure that attention page size is >= mamba page size.\n"
+    text = prefix + ("INFO 11-30 09:48:08 [interface.py:1096] Setting attention block size to 544 tokens to ensure "
+                     "that attention page size is >= mamba page size.\n")
     (line,) = parse_block_size_lines(text)
     assert line.n == 544
     assert line.proc == (prefix[1:].split(" ")[0] if prefix else "main")
 
 
 def test_debug_fileinfo_form():
-    text = "(EngineCore pid=9) DEBUG 05-01 17:08:53 [platforms/interface.py:606] Setting attention block size to 800 tokens to ensure that attention page size is >= mamba page size.\n"
+    text = ("(EngineCore pid=9) DEBUG 05-01 17:08:53 [platforms/interface.py:606] Setting attention block size to 800 "
+            "tokens to ensure that attention page size is >= mamba page size.\n")
     assert parse_block_size_lines(text)[0].n == 800
 
 
