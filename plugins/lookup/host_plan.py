@@ -18,6 +18,8 @@ description:
     unit file fields already escaped for systemd (C(lmcache), C(vllm)), the probe module's arguments (C(probe)),
     the inputs of N (C(n_inputs)) and the files a rollback restores (C(files)).
   - Every playbook and role of the collection takes its values from this plan; templates only place them.
+  - A variable that cannot be templated (it refers to an undefined variable, or is not a valid expression) is an
+    error of the plan naming the host and the variable, so that validation reports it with every other problem.
   - Secrets (C(vllm_server_api_key), C(vllm_server_hf_token)) appear only under C(vllm.env_file) and
     C(vllm.env_file_lines); register the result with C(no_log).
 options:
@@ -68,9 +70,10 @@ _raw:
   elements: dict
 """
 
-from ansible.errors import AnsibleLookupError
+from ansible.errors import AnsibleError, AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import template_error
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import VARIABLE_RE, plan_host
 
 KINDS = (None, 'expected', 'predicted', 'probed')
@@ -83,8 +86,14 @@ class LookupModule(LookupBase):
             raise AnsibleLookupError('host_plan needs the task variables')
         self.set_options(var_options=variables, direct=kwargs)
         names = sorted(name for name in variables if VARIABLE_RE.match(name))
-        values = self._templar.template([variables[name] for name in names])
-        settings = dict(zip(names, values))
+        host = variables.get('inventory_hostname')
+        settings, unusable = {}, []
+        for name in names:
+            # one variable that cannot be templated is this host's problem, reported with all the others
+            try:
+                settings[name] = self._templar.template(variables[name])
+            except AnsibleError as e:
+                unusable.append(template_error(host, name, getattr(e, 'message', None) or e))
         n_kind = self.get_option('n_kind')
         if n_kind not in KINDS:
             raise AnsibleLookupError('host_plan: n_kind=%s is not one of expected, predicted, probed' % n_kind)
@@ -99,4 +108,6 @@ class LookupModule(LookupBase):
             prediction=prediction if isinstance(prediction, dict) else None,
             prediction_problem=self.get_option('prediction_problem') or None,
             known=None if self.get_option('check_names') else False)
+        if unusable:
+            plan['errors'] = unusable + list(plan['errors'])
         return [plan]

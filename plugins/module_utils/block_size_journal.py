@@ -187,7 +187,7 @@ def journal_block_size(text, expected_ranks=1, requested=None, platform="cuda", 
         return None, "the service has not logged the attention block size (yet)"
     try:
         result = block_size_decision(scanner, state, expected_ranks=expected_ranks,
-                                     requested=requested, platform=platform)
+                                     requested=requested, platform=platform, vllm_version=vllm_version)
     except ProbeError as e:
         return None, "the service's journal does not settle N: %s" % e
     result["reason"] = "%s (read from the running service's journal)" % result["reason"]

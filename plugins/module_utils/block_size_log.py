@@ -9,18 +9,45 @@ Mamba / Gated-DeltaNet state page::
     (EngineCore pid=187) INFO 05-01 17:08:53 [interface.py:606] Setting attention
     block size to 1568 tokens to ensure that attention page size is >= mamba page size.
 
-The process prefix and the ``file:line`` part move between vLLM versions, so
-the parser matches the message text only, on ANSI-stripped lines.
+N is taken only from vLLM's own log record of that message (vllm/logger.py's format
+``[<process> pid=<n>) ]INFO MM-DD HH:MM:SS [<file>.py:<line>] <message>``, the file being the
+platform's ``interface.py`` (vLLM >= 0.20) or the model config's ``config.py`` (older), bare or as
+a shortened path at DEBUG level), where the message is the whole sentence: an echoed argument or a
+logged prompt that contains the sentence sets nothing. The ``file:line`` number moves between
+versions and is not checked. N must be a positive multiple of the platform's kernel alignment.
+
+The scanner keeps bounded state whatever the log's size: lines are cut at MAX_LINE_CHARS, and only
+the first HEAD_LINES and the last TAIL_LINES lines are kept for error reports.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ast
+import codecs
 import collections
 import re
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import (
+    LEGACY_ALIGNMENT,
+    PLATFORMS,
+)
+
 SET_BLOCK_RE = re.compile(r"Setting attention block size to (\d+) tokens")
+# vLLM's own log record of the message (after the ANSI escapes are stripped): the whole line
+BLOCK_RECORD_RE = re.compile(
+    r"^(?:\((?P<proc>[A-Za-z0-9_.:-]+) pid=(?P<pid>\d+)\) ?)?(?:INFO|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+    r"(?:\[(?:[A-Za-z0-9_]+/)*(?:interface|config)\.py:\d+\] "
+    r"Setting attention block size to (?P<n>\d+) tokens to ensure that attention page size is "
+    r">= mamba page size\."
+    # vLLM's XPU platform logs its own sentence
+    r"|\[(?:[A-Za-z0-9_]+/)*xpu\.py:\d+\] \[XPU\] ?Setting attention block size to (?P<xn>\d+) tokens "
+    r"to ensure multiple of \d+,.*)$")
+# bounds of the scanner's memory
+MAX_LINE_CHARS = 16384
+HEAD_LINES = 200
+TAIL_LINES = 800
 PADDING_RE = re.compile(r"Padding mamba page size by ([0-9.]+)%")
 # "(EngineCore pid=187) ", "(Worker_TP1 pid=9) ", "(VllmWorker-0 pid=3) " ...
 PREFIX_RE = re.compile(r"^\((?P<proc>[A-Za-z0-9_.:-]+) pid=(?P<pid>\d+)\)\s*")
@@ -50,10 +77,9 @@ HYBRID_HINT_RE = re.compile(
 # block size decision has been taken; block_size is the engine config's, hybrid its is_hybrid.
 ENGINE_BUILT_RE = re.compile(r"^fleet-probe: engine built: block_size=(\d+) hybrid=(True|False)")
 # Block size as vLLM reports it elsewhere, when it does not print the line.
-KV_BACKEND_BLOCK_RE = re.compile(r"Setting kv cache block size to (\d+) for")
-NON_DEFAULT_BLOCK_RE = re.compile(r"non-default args:.*?['\"]block_size['\"]\s*:\s*(\d+)")
-CONFIG_BLOCK_RE = re.compile(r"\bblock_size=(\d+)")
-CACHE_INFO_BLOCK_RE = re.compile(r"cache_config_info\{[^}]*block_size=\"(\d+)\"")
+# (both only as the whole message of one of vLLM's own log records, see record_messages)
+KV_BACKEND_BLOCK_RE = re.compile(r"^Setting kv cache block size to (\d+) for \S+ backend\.?$")
+NON_DEFAULT_ARGS = "non-default args: "
 
 # A Python exception line: "ValueError: ...", "torch.OutOfMemoryError: ...",
 # "AssertionError" (bare), "RuntimeError: Engine core initialization failed".
@@ -130,13 +156,39 @@ def parse_block_size_lines(text):
     """
     found = []
     for raw in strip_ansi(text).split("\n"):
-        m = SET_BLOCK_RE.search(raw)
-        if not m:
-            continue
-        line = raw.strip()
-        proc, pid, _rest = split_prefix(line)
-        found.append(BlockSizeLine(proc, pid, int(m.group(1)), line))
+        entry = block_record(raw)
+        if entry is not None:
+            found.append(entry)
     return found
+
+
+def block_record(line):
+    """BlockSizeLine of one ANSI-stripped line when it is vLLM's own log record of the message,
+    else None (a line that merely contains the sentence)."""
+    line = line.strip()
+    m = BLOCK_RECORD_RE.match(line)
+    if not m:
+        return None
+    pid = int(m.group("pid")) if m.group("pid") else None
+    return BlockSizeLine(m.group("proc") or "main", pid, int(m.group("n") or m.group("xn")), line)
+
+
+def kernel_alignment(platform, vllm_version=None):
+    """The kernel block alignment every N of ``platform`` is a multiple of (block_size_predict's
+    kernel minimum: CUDA 16, CPU 32; 16 before vLLM 0.20; 1 for a platform it does not know)."""
+    m = re.match(r"^(\d+)\.(\d+)", str(vllm_version or ""))
+    if m and (int(m.group(1)), int(m.group(2))) < (0, 20):
+        return LEGACY_ALIGNMENT
+    return PLATFORMS.get(platform, (None, 1))[1]
+
+
+def check_block_size(n, platform, vllm_version=None):
+    """None when N is a positive multiple of the kernel alignment, else the sentence why not."""
+    align = kernel_alignment(platform, vllm_version)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n % align:
+        return ("N=%r is not a positive multiple of the %s kernel alignment %d; refused, nothing cached"
+                % (n, platform, align))
+    return None
 
 
 def rank_key(entry):
@@ -183,23 +235,46 @@ def parse_padding(text):
     return float(vals[-1]) if vals else None
 
 
+def record_messages(text):
+    """The message of every line of text that is one of vLLM's own log records (logger header
+    after an optional process prefix), in log order."""
+    for raw in strip_ansi(text).split("\n"):
+        rest = split_prefix(raw.strip())[2]
+        m = LOG_HEADER_RE.match(rest)
+        if m:
+            yield rest[m.end():]
+
+
+def _non_default_block_size(message):
+    """block_size of vLLM's ``non-default args: {...}`` record, read as the dict it is (a string
+    inside it that looks like a block size does not count)."""
+    try:
+        args = ast.literal_eval(message[len(NON_DEFAULT_ARGS):])
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    value = args.get("block_size") if isinstance(args, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def effective_block_size(text, requested=None, platform="cuda"):
     """Block size in effect when vLLM became ready without printing the line.
 
-    Returns (value, how) where how names the evidence: ``log:backend``,
-    ``log:non-default-args``, ``log:config``, ``requested`` or
-    ``platform-default``. value is None when nothing is known.
+    Returns (value, how) where how names the evidence: ``log:backend`` (vLLM's record "Setting kv
+    cache block size to B for <backend> backend."), ``log:non-default-args`` (the block_size of vLLM's
+    "non-default args" record), ``requested`` or ``platform-default``. Only vLLM's own records count.
+    value is None when nothing is known.
     """
-    clean = strip_ansi(text)
-    for regex, how in (
-        (KV_BACKEND_BLOCK_RE, "log:backend"),
-        (CACHE_INFO_BLOCK_RE, "log:cache_config_info"),
-        (NON_DEFAULT_BLOCK_RE, "log:non-default-args"),
-        (CONFIG_BLOCK_RE, "log:config"),
-    ):
-        vals = regex.findall(clean)
-        if vals:
-            return int(vals[-1]), how
+    backend = args = None
+    for message in record_messages(text):
+        m = KV_BACKEND_BLOCK_RE.match(message)
+        if m:
+            backend = int(m.group(1))
+        elif message.startswith(NON_DEFAULT_ARGS):
+            args = _non_default_block_size(message) or args
+    if backend is not None:
+        return backend, "log:backend"
+    if args is not None:
+        return args, "log:non-default-args"
     if requested:
         return int(requested), "requested"
     default = PLATFORM_DEFAULT_BLOCK_SIZE.get(platform)
@@ -311,9 +386,16 @@ class LogScanner(object):
       None       keep waiting.
     """
 
-    def __init__(self):
+    def __init__(self, max_line=MAX_LINE_CHARS, head_lines=HEAD_LINES, tail_lines=TAIL_LINES):
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._buf = ""
-        self.lines = []
+        self._discarding = False  # inside a line longer than max_line: drop until its end
+        self.max_line = max_line
+        self.head = []
+        self.tail = collections.deque(maxlen=tail_lines)
+        self.head_lines = head_lines
+        self.line_count = 0
+        self.cut_lines = 0
         self.block_lines = []
         self.ready = False
         self.moved_on = False
@@ -322,29 +404,56 @@ class LogScanner(object):
         self.engine_block_size = None
         self.engine_hybrid = None
 
+    @property
+    def lines(self):
+        """The kept lines: the first head_lines and the last tail_lines (a marker between)."""
+        skipped = self.line_count - len(self.head) - len(self.tail)
+        middle = ["... %d lines not kept ..." % skipped] if skipped > 0 else []
+        return self.head + middle + list(self.tail)
+
     def feed(self, chunk):
+        """Add a chunk (bytes or text); memory stays bounded whatever the chunk's lines."""
         if isinstance(chunk, bytes):
-            chunk = chunk.decode("utf-8", "replace")
-        self._buf += chunk
-        if "\n" not in self._buf:
-            return
-        complete, self._buf = self._buf.rsplit("\n", 1)
-        for raw in complete.split("\n"):
-            self._add(raw)
+            chunk = self._decoder.decode(chunk)
+        start = 0
+        while True:
+            end = chunk.find("\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            if not self._discarding:
+                room = self.max_line - len(self._buf)
+                if len(piece) > room:
+                    piece = piece[:max(0, room)]
+                    self._discarding = True
+                    self.cut_lines += 1
+                self._buf += piece
+            if end < 0:
+                return
+            self._add(self._buf)
+            self._buf = ""
+            self._discarding = False
+            start = end + 1
 
     def flush(self):
         """Treat a trailing partial line as complete (process has exited)."""
         if self._buf:
             self._add(self._buf)
             self._buf = ""
+        self._discarding = False
+
+    def _keep(self, line):
+        self.line_count += 1
+        if len(self.head) < self.head_lines:
+            self.head.append(line)
+        else:
+            self.tail.append(line)
 
     def _add(self, raw):
         line = strip_ansi(raw).rstrip()
-        self.lines.append(line)
-        m = SET_BLOCK_RE.search(line)
-        if m:
-            proc, pid, _rest = split_prefix(line.strip())
-            self.block_lines.append(BlockSizeLine(proc, pid, int(m.group(1)), line.strip()))
+        self._keep(line)
+        entry = block_record(line)
+        if entry is not None:
+            self.block_lines.append(entry)
+            del self.block_lines[:-256]  # one report per rank is enough
             return
         pm = PADDING_RE.search(line)
         if pm:
@@ -390,7 +499,16 @@ def scan_text(text):
     return scanner
 
 
-def block_size_decision(scanner, state, expected_ranks=1, requested=None, platform="cuda"):
+def block_size_decision(scanner, state, expected_ranks=1, requested=None, platform="cuda", vllm_version=None):
+    """N from a log (see _decision), refused unless a positive multiple of the kernel alignment."""
+    out = _decision(scanner, state, expected_ranks, requested, platform)
+    why = check_block_size(out["vllm_block_size"], platform, vllm_version)
+    if why is not None:
+        raise ProbeError("vLLM's log gives %s" % why, outcome="error", reports=out.get("reports"))
+    return out
+
+
+def _decision(scanner, state, expected_ranks, requested, platform):
     """N from a log whose scanner state is ``found`` or ``ready``.
 
     Returns a dict with ``vllm_block_size``, ``outcome`` (``found``,

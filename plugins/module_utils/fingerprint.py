@@ -19,8 +19,16 @@ import json
 import os
 import re
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import (
+    REDACTED,
+    is_secret_name,
+    redact,
+    redact_text,
+)
+
 # 2: the hardware (GPU kind and driver, or CPU model and ISA flags) is an input.
-FINGERPRINT_VERSION = 2
+# 3: environment values outside ENV_N_ALLOWLIST and secret-named flags' values are kept only as hashes.
+FINGERPRINT_VERSION = 3
 
 # Options of the probe module that enter the fingerprint, in this order.
 FINGERPRINT_FIELDS = (
@@ -53,6 +61,17 @@ ENV_IGNORED_RE = re.compile(
     r"|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES|OMP_NUM_THREADS|LMCACHE_\w+"
     r"|(?i:https?_proxy|no_proxy|all_proxy)|REQUESTS_CA_BUNDLE|SSL_CERT_FILE|SSL_CERT_DIR|CURL_CA_BUNDLE)$"
 )
+
+# Environment variables known to change N (the attention backend and its kernels, the engine
+# generation): their values are kept in the fingerprint inputs as they are. Every other variable that
+# is not ignored enters as a hash of its name and value, never the value (it may be a credential).
+ENV_N_ALLOWLIST = frozenset((
+    "VLLM_ATTENTION_BACKEND", "VLLM_USE_V1", "VLLM_USE_V2", "VLLM_FLASH_ATTN_VERSION", "VLLM_MLA_DISABLE",
+    "VLLM_KV_CACHE_LAYOUT", "VLLM_USE_TRITON_FLASH_ATTN", "VLLM_USE_FLASHINFER_SAMPLER",
+    "VLLM_ROCM_USE_AITER", "VLLM_ROCM_USE_AITER_MHA", "VLLM_CPU_SGL_KERNEL", "VLLM_TARGET_DEVICE",
+    "VLLM_USE_DEEP_GEMM", "VLLM_USE_FLASHINFER_MOE_FP8", "VLLM_DEFAULT_BLOCK_SIZE",
+))
+HASHED_PREFIX = "sha256:"
 
 # Python snippet run with the venv's interpreter: versions of the vLLM dists.
 VERSION_SNIPPET = (
@@ -182,11 +201,47 @@ def normalize_choice(value):
     return value or "auto"
 
 
+def hashed_value(name, value):
+    """``sha256:<hex>`` of a name and its value: a changed value changes the fingerprint, and the value
+    itself is never stored."""
+    return HASHED_PREFIX + sha256_bytes(("%s\0%s" % (name, value)).encode("utf-8"))
+
+
 def relevant_env(env):
-    """The user-given environment entries that may change N."""
-    return dict(
-        (str(k), str(v)) for k, v in (env or {}).items() if not ENV_IGNORED_RE.match(str(k))
-    )
+    """The user-given environment entries that may change N: the allow-listed ones with their
+    values, a secret-named one as ``<redacted>`` (a credential does not change N), every other one
+    (not known to be irrelevant) as a hash of its value."""
+    out = {}
+    for key, value in (env or {}).items():
+        key, value = str(key), str(value)
+        if ENV_IGNORED_RE.match(key):
+            continue
+        if key in ENV_N_ALLOWLIST:
+            out[key] = redact_text(value)
+        elif is_secret_name(key):
+            out[key] = REDACTED
+        else:
+            out[key] = hashed_value(key, value)
+    return out
+
+
+def fingerprint_args(extra_args):
+    """extra_args for the fingerprint: the value of a secret-named flag (``--hf-token X``,
+    ``--api-key=X``) as ``<redacted>`` (a credential does not change N), credentials recognised by
+    their shape redacted, everything else as given."""
+    out, hide = [], False
+    for arg in [str(a) for a in (extra_args or [])]:
+        if hide:
+            out.append(REDACTED)
+            hide = False
+            continue
+        name, eq, _value = arg.partition("=")
+        if arg.startswith("-") and is_secret_name(name):
+            out.append("%s=%s" % (name, REDACTED) if eq else arg)
+            hide = not eq
+            continue
+        out.append(redact_text(arg))
+    return out
 
 
 def fingerprint_inputs(model_id, vllm_version, tensor_parallel_size=1, dtype="auto",
@@ -199,7 +254,7 @@ def fingerprint_inputs(model_id, vllm_version, tensor_parallel_size=1, dtype="au
     the CPU model and ISA flags): N read on other hardware is not valid here."""
     return {
         "fingerprint_version": FINGERPRINT_VERSION,
-        "model": model_id,
+        "model": redact(model_id),
         "vllm_version": vllm_version,
         "platform": platform or platform_from_version(vllm_version),
         "tensor_parallel_size": int(tensor_parallel_size or 1),
@@ -208,8 +263,8 @@ def fingerprint_inputs(model_id, vllm_version, tensor_parallel_size=1, dtype="au
         "mamba_ssm_cache_dtype": normalize_choice(mamba_ssm_cache_dtype),
         "mamba_cache_dtype": normalize_choice(mamba_cache_dtype),
         "block_size": int(block_size) if block_size else None,
-        "speculative_config": normalize_speculative_config(speculative_config),
-        "extra_args": [str(a) for a in (extra_args or [])],
+        "speculative_config": redact(normalize_speculative_config(speculative_config)),
+        "extra_args": fingerprint_args(extra_args),
         "env": relevant_env(env),
         "probe_mode": probe_mode or "full",
         "hardware": hardware,

@@ -1178,6 +1178,8 @@ def _vllm_service(cfg, derived, v):
         'exec_stop_post': EXEC_STOP_POST if connector else None,
         'package': cfg.get('vllm_server_package'),
         'device': v['device'],
+        'tensor_parallel_size': v['tp'],
+        'gpus': list(v['gpus'] or []),
         'host': cfg.get('vllm_server_host'),
         'port': as_int(cfg.get('vllm_server_port')),
         'model': model,

@@ -32,6 +32,19 @@ import time
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import (
     LogScanner,
+    check_block_size,
+)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_containment import (
+    WATCHDOG_SRC,
+    all_procs,
+    become_subreaper,
+    contained,
+    kill_contained,
+)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_trust import (
+    make_dirs,
+    open_trusted,
+    trusted_uids,
 )
 
 # Flags that the probe sets itself; the same flags in extra_args are dropped
@@ -59,53 +72,6 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 16384
 DEFAULT_MAX_MODEL_LEN = 4096
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.3
 
-WATCHDOG_SRC = r"""
-import os, signal, sys, time
-parent, sid = int(sys.argv[1]), int(sys.argv[2])
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-def members():
-    out = []
-    for d in os.listdir('/proc'):
-        if not d.isdigit():
-            continue
-        try:
-            with open('/proc/%s/stat' % d, 'rb') as f:
-                st = f.read().decode('utf-8', 'replace')
-        except OSError:
-            continue
-        fields = st[st.rfind(')') + 2:].split()
-        if int(fields[2]) == sid or int(fields[3]) == sid:
-            out.append(int(d))
-    return out
-while True:
-    if not members():
-        sys.exit(0)
-    if not alive(parent) or os.getppid() != parent:
-        for _attempt in range(50):
-            try:
-                os.killpg(sid, signal.SIGKILL)
-            except OSError:
-                pass
-            left = members()
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            if not left:
-                break
-            time.sleep(0.1)
-        sys.exit(0)
-    time.sleep(0.5)
-"""
-
 
 # --------------------------------------------------------------------------
 # pure helpers
@@ -115,17 +81,30 @@ def _flag_name(arg):
     return arg.split("=", 1)[0]
 
 
+def probe_owned_flag(arg):
+    """The probe-owned flag ``arg`` reaches, or None: the flag itself, ``--flag=value``, an
+    abbreviation argparse would expand to it (``--hos``, ``--ho=``), or a spelling with underscores
+    (vLLM's parser reads ``--api_key`` as ``--api-key``)."""
+    name = _flag_name(str(arg))
+    if not name.startswith("--") or len(name) < 3:
+        return None
+    name = name.replace("_", "-")
+    for flag in PROBE_OWNED_FLAGS:
+        if flag == name or flag.startswith(name):
+            return flag
+    return None
+
+
 def filter_extra_args(extra_args):
     """Split extra_args into (kept, dropped); dropped are probe-owned flags
-    (with their value)."""
+    (with their value), however abbreviated."""
     kept, dropped = [], []
     args = [str(a) for a in (extra_args or [])]
     i = 0
     while i < len(args):
         arg = args[i]
-        name = _flag_name(arg)
-        if name in PROBE_OWNED_FLAGS:
-            if "=" in arg or i + 1 >= len(args) or args[i + 1].startswith("--"):
+        if probe_owned_flag(arg):
+            if "=" in arg or i + 1 >= len(args) or args[i + 1].startswith("-"):
                 dropped.append(arg)
                 i += 1
             else:
@@ -218,7 +197,8 @@ def build_probe_argv(vllm_executable, model, port, tensor_parallel_size=1, dtype
 
     Production-relevant flags (the ones that change N) are passed only when
     they differ from vLLM's default, exactly as given; the cheap flags keep the
-    launch small; extra_args go last so they win over the cheap flags.
+    launch small; extra_args come after them so they win over the cheap flags; the loopback
+    ``--host`` and ``--port`` come last (argparse keeps the last value).
     """
     argv = [vllm_executable, "serve", model,
             "--enable-prefix-caching", "--mamba-cache-mode", "align",
@@ -226,8 +206,7 @@ def build_probe_argv(vllm_executable, model, port, tensor_parallel_size=1, dtype
             "--max-model-len", str(max_model_len or DEFAULT_MAX_MODEL_LEN),
             "--gpu-memory-utilization", str(gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION),
             "--max-num-batched-tokens", str(max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS),
-            "--max-num-seqs", "4",
-            "--host", host, "--port", str(port)]
+            "--max-num-seqs", "4"]
     if language_model_only:
         argv.append("--language-model-only")
     if skip_tokenizer_init:
@@ -249,7 +228,8 @@ def build_probe_argv(vllm_executable, model, port, tensor_parallel_size=1, dtype
     if hf_overrides:
         argv += ["--hf-overrides", json.dumps(hf_overrides, separators=(",", ":"))]
     argv += [str(a) for a in (extra_args or [])]
-    return argv
+    # last, so that nothing before them (extra_args, a config file of flags) rebinds the probe
+    return argv + ["--host", host, "--port", str(port)]
 
 
 # The engine launcher: one process that builds vLLM's engine from the same ``vllm serve``
@@ -410,6 +390,9 @@ def probe_env(base_env, user_env=None, platform="cuda", local_model=False):
         env["VLLM_LOGGING_LEVEL"] = "INFO"
     env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
     env["VLLM_CONFIGURE_LOGGING"] = "1"
+    # vLLM's own record format, which the probe reads N from (block_size_log.BLOCK_RECORD_RE)
+    env["VLLM_LOGGING_PREFIX"] = ""
+    env.pop("VLLM_LOGGING_CONFIG_PATH", None)
     env.setdefault("VLLM_LOGGING_COLOR", "0")
     env.setdefault("NO_COLOR", "1")
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
@@ -456,6 +439,9 @@ def validate_entry(fingerprint, entry, fingerprint_version=None, compute=None):
     n = entry.get("vllm_block_size")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         return "has vllm_block_size=%r, not a positive integer" % (n,)
+    why = check_block_size(n, inputs.get("platform"), inputs.get("vllm_version"))
+    if why is not None:
+        return "has %s" % why
     if compute is not None:
         try:
             actual = compute(inputs)
@@ -466,16 +452,24 @@ def validate_entry(fingerprint, entry, fingerprint_version=None, compute=None):
     return None
 
 
-def read_cache_file(path):
+MAX_CACHE_BYTES = 4 * 1024 * 1024
+
+
+def read_cache_file(path, uids=None):
     """The raw mapping of the cache file; {} when absent. Raises CacheFileError when the file
-    exists but is not a JSON mapping."""
+    exists but is not a JSON mapping, UntrustedPath when it is a symlink, not a regular file, or
+    owned by another user or writable by group/other (probe_trust; ``uids`` the trusted owners)."""
     try:
-        with open(path, "r") as f:
-            raw = f.read()
+        fd = open_trusted(path, os.O_RDONLY, uids or trusted_uids())
     except (IOError, OSError) as e:
-        if not os.path.exists(path):
-            return {}
         raise CacheFileError("cannot read %s: %s" % (path, e))
+    if fd is None:
+        return {}
+    with os.fdopen(fd, "rb") as f:
+        raw = f.read(MAX_CACHE_BYTES + 1)
+    if len(raw) > MAX_CACHE_BYTES:
+        raise CacheFileError("%s is larger than %d bytes" % (path, MAX_CACHE_BYTES))
+    raw = raw.decode("utf-8", "replace")
     if not raw.strip():
         return {}
     try:
@@ -487,14 +481,15 @@ def read_cache_file(path):
     return data
 
 
-def load_cache(path, fingerprint_version=None, compute=None, warnings=None):
+def load_cache(path, fingerprint_version=None, compute=None, warnings=None, uids=None):
     """{fingerprint: entry} of the valid entries of the cache file.
 
     An unreadable or unparsable file counts as empty, and every entry that
     :func:`validate_entry` refuses (other than stale ones) is left out; both add a sentence to
-    ``warnings`` (a list) when given. Stale entries are kept out silently."""
+    ``warnings`` (a list) when given. Stale entries are kept out silently. An untrusted file raises
+    UntrustedPath (it is neither read nor overwritten)."""
     try:
-        data = read_cache_file(path)
+        data = read_cache_file(path, uids)
     except CacheFileError as e:
         if warnings is not None:
             warnings.append("%s; ignored, the host is probed again and the file rewritten" % e)
@@ -510,11 +505,12 @@ def load_cache(path, fingerprint_version=None, compute=None, warnings=None):
     return out
 
 
-def store_cache(path, cache, fingerprint, entry, keep=20, mover=None):
+def store_cache(path, cache, fingerprint, entry, keep=20, mover=None, uids=None):
     """Add entry under fingerprint (with ``schema``), keep the newest ``keep`` entries, write the
     file atomically: a temporary file in the same directory, fsynced, then moved over the old one
     by ``mover(src, dest)`` (``AnsibleModule.atomic_move``, which keeps the file's owner and
-    SELinux context) or ``os.rename``. Mode 0644, parents created 0755. Returns the new cache."""
+    SELinux context) or ``os.rename``. Mode 0644, parents created 0755. The directory chain and an
+    existing file must be trusted (probe_trust), else UntrustedPath. Returns the new cache."""
     new = copy.deepcopy(cache)
     entry = dict(entry)
     entry["schema"] = CACHE_SCHEMA
@@ -524,8 +520,12 @@ def store_cache(path, cache, fingerprint, entry, keep=20, mover=None):
         keep_keys = set(k for k, _v in ordered[:keep]) | {fingerprint}
         new = dict((k, v) for k, v in new.items() if k in keep_keys)
     parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        os.makedirs(parent, 0o755)
+    uids = uids or trusted_uids()
+    make_dirs(parent, uids)
+    if os.path.lexists(path):
+        existing = open_trusted(path, os.O_RDONLY, uids)
+        if existing is not None:
+            os.close(existing)
     fd, tmp = tempfile.mkstemp(prefix=".vllm_block_size.", dir=parent)
     try:
         with os.fdopen(fd, "w") as f:
@@ -556,18 +556,17 @@ class CacheLock(object):
     probes on one host run one after another (the second then finds the first one's entry).
     ``timeout`` bounds the wait (CacheLockTimeout)."""
 
-    def __init__(self, cache_path, timeout=900.0, poll=0.2):
+    def __init__(self, cache_path, timeout=900.0, poll=0.2, uids=None):
         self.path = os.path.abspath(cache_path) + ".lock"
+        self.uids = uids or trusted_uids()
         self.timeout = float(timeout)
         self.poll = poll
         self.fd = None
         self.waited = 0.0
 
     def __enter__(self):
-        parent = os.path.dirname(self.path)
-        if not os.path.isdir(parent):
-            os.makedirs(parent, 0o755)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # no symlink followed, a trusted directory chain and file: else UntrustedPath, nothing truncated
+        self.fd = open_trusted(self.path, os.O_RDWR | os.O_CREAT, self.uids, mode=0o644, create_dirs=True)
         start = time.time()
         while True:
             try:
@@ -777,6 +776,20 @@ def wait_gpu_release(pids, query_apps, timeout, poll=0.5, clock=time.time, sleep
         sleep(poll)
 
 
+LOG_CHUNK = 1024 * 1024
+LOG_CHUNKS_PER_POLL = 64
+
+
+def read_some(reader, scanner, chunk_size=LOG_CHUNK, max_chunks=LOG_CHUNKS_PER_POLL):
+    """Feed the scanner what the log has grown by, in bounded chunks (at most ``max_chunks`` per
+    call, so that a flooding process cannot keep the probe from checking its deadline)."""
+    for _i in range(max_chunks):
+        chunk = reader.read(chunk_size)
+        if not chunk:
+            return
+        scanner.feed(chunk)
+
+
 class ProbeInterrupted(Exception):
     """The probe received SIGTERM / SIGINT / SIGHUP."""
 
@@ -815,11 +828,11 @@ class ProbeProcess(object):
         self.use_watchdog = watchdog
         self._own_log = log_path is None
         self.private_dir = None
-        if log_path is None:
-            self.private_dir = tempfile.mkdtemp(prefix="vllm-block-size-probe.")
-            log_path = os.path.join(self.private_dir, "vllm.log")
         self.log_path = log_path
         self._log_fh = None
+        self.reader = None
+        self.subreaper = False
+        self.excluded = []
         self._old_handlers = {}
         self.leftover = []
         self.seen_pids = set()
@@ -860,15 +873,37 @@ class ProbeProcess(object):
             self._restore_signals()
         return False
 
+    def _open_log(self):
+        """(writer, reader) of the log. Without log_path it is a file in a private directory (0700)
+        that is unlinked, with its directory, right after both ends are open: a killed module leaves
+        no log behind."""
+        if not self._own_log:
+            log_dir = os.path.dirname(os.path.abspath(self.log_path))
+            if not os.path.isdir(log_dir):
+                os.makedirs(log_dir, 0o755)
+            # a symlink at log_path is refused (ELOOP), not followed and truncated as root
+            nofollow = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+            writer = os.fdopen(os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | nofollow, 0o600), "wb")
+            return writer, os.fdopen(os.open(self.log_path, os.O_RDONLY | nofollow), "rb")
+        private = tempfile.mkdtemp(prefix="vllm-block-size-probe.")
+        path = os.path.join(private, "vllm.log")
+        try:
+            writer = open(path, "wb")
+            reader = open(path, "rb")
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
+        return writer, reader
+
     def start(self):
-        log_dir = os.path.dirname(os.path.abspath(self.log_path))
-        if not os.path.isdir(log_dir):
-            os.makedirs(log_dir, 0o755)
-        self._log_fh = open(self.log_path, "wb")
+        self._log_fh, self.reader = self._open_log()
         kwargs = {}
         ident = self.identity
         if ident is not None and (ident["uid"] != os.geteuid() or ident["gid"] != os.getegid()):
             kwargs.update(user=ident["uid"], group=ident["gid"], extra_groups=list(ident["groups"]))
+        # daemons that leave the session are re-parented to this process (probe_containment)
+        self.subreaper = become_subreaper()
+        me = os.getpid()
+        self.excluded = [p.pid for p in all_procs().values() if p.ppid == me]
         self.proc = subprocess.Popen(
             self.argv, stdin=subprocess.DEVNULL, stdout=self._log_fh, stderr=subprocess.STDOUT,
             env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True, **kwargs
@@ -878,24 +913,35 @@ class ProbeProcess(object):
         if self.use_watchdog:
             try:
                 self.watchdog = subprocess.Popen(
-                    [sys.executable, "-c", WATCHDOG_SRC, str(os.getpid()), str(self.sid)],
+                    [sys.executable, "-c", WATCHDOG_SRC, str(me), str(self.sid)] + [str(p) for p in self.excluded],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                     close_fds=True, start_new_session=True,
                 )
             except (OSError, ValueError):
                 self.watchdog = None
 
+    def _excluded(self):
+        return self.excluded + ([self.watchdog.pid] if self.watchdog is not None else [])
+
+    def members(self):
+        """The live processes of the probe: the session's members and every descendant of this
+        process outside the watchdog and the children it had before the launch."""
+        if self.sid is None:
+            return []
+        return contained(os.getpid(), self.sid, self._excluded(), all_procs())
+
     def note_members(self):
-        """Remember every process of the session seen now (for the GPU memory wait)."""
-        if self.sid is not None:
-            self.seen_pids.update(session_members(self.sid))
+        """Remember every process of the probe seen now (for the GPU memory wait)."""
+        self.seen_pids.update(self.members())
 
     def stop(self):
-        """Kill the whole session; reap; stop the watchdog. Idempotent."""
+        """Kill every process of the probe; reap; stop the watchdog. Idempotent."""
         leftover = []
         if self.sid is not None:
             self.note_members()
-            leftover = kill_session(self.sid, timeout=self.kill_timeout)
+            keep = [self.proc.pid] + ([self.watchdog.pid] if self.watchdog is not None else [])
+            leftover = kill_contained(os.getpid(), self.sid, self._excluded(), keep=keep,
+                                      timeout=self.kill_timeout)
         if self.proc is not None:
             try:
                 self.proc.wait(timeout=5)
@@ -911,24 +957,19 @@ class ProbeProcess(object):
             except Exception:
                 pass
             self.watchdog = None
-        if self._log_fh is not None:
-            try:
-                self._log_fh.close()
-            except Exception:
-                pass
-            self._log_fh = None
+        for fh in (self._log_fh, self.reader):
+            if fh is not None:
+                try:
+                    fh.close()
+                except Exception:
+                    pass
+        self._log_fh = self.reader = None
         self.leftover = leftover
         return leftover
 
     def remove_log(self):
-        """Delete the log and its private directory (not a log_path the caller chose)."""
-        if self._own_log:
-            try:
-                os.unlink(self.log_path)
-            except OSError:
-                pass
-            if self.private_dir:
-                shutil.rmtree(self.private_dir, ignore_errors=True)
+        """Nothing left to delete: a log the probe owns was unlinked when it was opened."""
+        return None
 
     def wait_for_block_size(self, timeout, expected_ranks=1, poll=0.2, failed_grace=3.0,
                             padding_grace=1.0, clock=time.time):
@@ -942,50 +983,46 @@ class ProbeProcess(object):
         found_at = None
         line_elapsed = None
         last_note = start
-        with open(self.log_path, "rb") as reader:
-            while True:
-                chunk = reader.read()
-                if chunk:
-                    scanner.feed(chunk)
-                if scanner.block_lines and line_elapsed is None:
-                    line_elapsed = clock() - start
+        reader = self.reader
+        while True:
+            read_some(reader, scanner)
+            if scanner.block_lines and line_elapsed is None:
+                line_elapsed = clock() - start
+            state = scanner.state(expected_ranks)
+            rc = self.proc.poll()
+            if state == "found" and scanner.padding_pct is None and rc is None:
+                # the "Padding mamba page size" line follows at once: give it a moment
+                if found_at is None:
+                    found_at = clock()
+                if clock() - found_at < padding_grace and clock() < deadline:
+                    time.sleep(min(poll, 0.05))
+                    continue
+            if state in ("found", "ready"):
+                res = ProbeResult(state, scanner, clock() - start, rc, self.log_path)
+                res.line_elapsed = line_elapsed
+                return res
+            if rc is not None:
+                read_some(reader, scanner)
+                scanner.flush()
                 state = scanner.state(expected_ranks)
-                rc = self.proc.poll()
-                if state == "found" and scanner.padding_pct is None and rc is None:
-                    # the "Padding mamba page size" line follows at once: give it a moment
-                    if found_at is None:
-                        found_at = clock()
-                    if clock() - found_at < padding_grace and clock() < deadline:
-                        time.sleep(min(poll, 0.05))
-                        continue
-                if state in ("found", "ready"):
-                    res = ProbeResult(state, scanner, clock() - start, rc, self.log_path)
-                    res.line_elapsed = line_elapsed
-                    return res
-                if rc is not None:
-                    chunk = reader.read()
-                    if chunk:
-                        scanner.feed(chunk)
+                status = state if state in ("found", "ready") else "exited"
+                if status != "found" and scanner.block_lines:
+                    status = "found"  # some ranks reported before the exit
+                res = ProbeResult(status, scanner, clock() - start, rc, self.log_path)
+                res.line_elapsed = line_elapsed
+                return res
+            if state == "failed":
+                if failed_at is None:
+                    failed_at = clock()
+                elif clock() - failed_at >= failed_grace:
                     scanner.flush()
-                    state = scanner.state(expected_ranks)
-                    status = state if state in ("found", "ready") else "exited"
-                    if status != "found" and scanner.block_lines:
-                        status = "found"  # some ranks reported before the exit
-                    res = ProbeResult(status, scanner, clock() - start, rc, self.log_path)
-                    res.line_elapsed = line_elapsed
-                    return res
-                if state == "failed":
-                    if failed_at is None:
-                        failed_at = clock()
-                    elif clock() - failed_at >= failed_grace:
-                        scanner.flush()
-                        return ProbeResult("failed", scanner, clock() - start, None, self.log_path)
-                if clock() >= deadline:
-                    scanner.flush()
-                    res = ProbeResult("timeout", scanner, clock() - start, None, self.log_path)
-                    res.line_elapsed = line_elapsed
-                    return res
-                if clock() - last_note >= 1.0:
-                    self.note_members()
-                    last_note = clock()
-                time.sleep(poll)
+                    return ProbeResult("failed", scanner, clock() - start, None, self.log_path)
+            if clock() >= deadline:
+                scanner.flush()
+                res = ProbeResult("timeout", scanner, clock() - start, None, self.log_path)
+                res.line_elapsed = line_elapsed
+                return res
+            if clock() - last_note >= 1.0:
+                self.note_members()
+                last_note = clock()
+            time.sleep(poll)

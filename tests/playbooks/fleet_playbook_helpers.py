@@ -87,8 +87,9 @@ class PlaybookRunner:
         directory = self.workdir / name
         directory.mkdir(exist_ok=True)
         inventory = {'all': {'children': {'vllm_hosts': {'hosts': {}}}}}
-        for host, host_vars in hosts.items():
-            merged = dict(NO_CONTACT)
+        for number, (host, host_vars) in enumerate(hosts.items()):
+            # each host its own (unreachable) address: one address for two hosts is refused
+            merged = dict(NO_CONTACT, ansible_host='192.0.2.%d' % (10 + number))
             merged.update(host_vars)
             inventory['all']['children']['vllm_hosts']['hosts'][host] = merged
         path = directory / 'hosts.yml'

@@ -96,6 +96,7 @@ def local_host(tmp_path, **host_vars):
         'ansible_connection': 'local',
         'ansible_python_interpreter': sys.executable,
         'vllm_server_model': '/srv/models/qwen3-dense-tiny',
+        'vllm_server_hybrid': False,  # a dense model: a plan without errors (day two refuses plans with errors)
         'vllm_server_served_model_name': 'tiny-dense',
         'vllm_server_device': 'cpu',
         'vllm_server_service_name': 'fleet-test-vllm',
@@ -199,14 +200,18 @@ def test_status_in_check_mode_writes_nothing_and_fails_only_when_asked(runner, t
 # monitoring.yml
 # ---------------------------------------------------------------------------
 
+# binds beyond loopback pass validation (which monitoring runs first) only with the opt-ins
+OPEN = {'vllm_server_allow_unauthenticated': True, 'lmcache_server_allow_unauthenticated': True}
+
+
 def test_monitoring_targets_without_contacting_any_host(runner, tmp_path):
     hosts = {
         'gpu-01': dict(NO_CONTACT, ansible_host='10.0.0.11', vllm_server_host='0.0.0.0',
-                       lmcache_server_http_host='10.0.1.11', vllm_server_model='Qwen/Qwen3.6-27B'),
+                       lmcache_server_http_host='10.0.1.11', vllm_server_model='Qwen/Qwen3.6-27B', **OPEN),
         'gpu-02': dict(NO_CONTACT, ansible_host='10.0.0.12', vllm_server_model='Qwen/Qwen3.5-0.8B',
                        vllm_server_served_model_name='small', vllm_server_port=8001),
         'gpu-03': dict(NO_CONTACT, ansible_host='fd00::13', vllm_server_host='::', lmcache_server_http_host='::',
-                       lmcache_server_http_port=8081, vllm_server_model='Qwen/Qwen3.5-0.8B'),
+                       lmcache_server_http_port=8081, vllm_server_model='Qwen/Qwen3.5-0.8B', **OPEN),
     }
     target_file = tmp_path / 'sd' / 'fleet.json'
     code, output = runner.run('monitoring.yml', write_inventory(tmp_path, hosts),
@@ -307,11 +312,17 @@ def test_remove_leaves_a_configuration_directory_that_holds_other_files(runner, 
 
 
 def test_remove_refuses_paths_that_are_not_the_collections(runner, tmp_path):
-    inventory = write_inventory(tmp_path, {'localhost': local_host(tmp_path, vllm_server_venv='/opt',
-                                                                   lmcache_server_venv='relative/venv')})
+    # a relative path is an error of the host's plan: remove.yml refuses it in validation, before any host
+    inventory = write_inventory(tmp_path, {'localhost': local_host(tmp_path, lmcache_server_venv='relative/venv')})
     code, output = runner.run('remove.yml', inventory, '-e', 'ansible_become=false')
     assert code != 0
-    assert 'host localhost: refusing to remove /opt, relative/venv: not an absolute path' in output
+    assert ('1 problem(s) in the inventory, nothing was changed: host localhost: lmcache_server_venv=relative/venv '
+            'is not an absolute path') in output, output[-4000:]
+    # a system directory is refused by remove.yml's own check of what it deletes
+    inventory = write_inventory(tmp_path, {'localhost': local_host(tmp_path, vllm_server_venv='/opt')})
+    code, output = runner.run('remove.yml', inventory, '-e', 'ansible_become=false')
+    assert code != 0
+    assert 'host localhost: refusing to remove /opt: not an absolute path' in output, output[-4000:]
 
 
 def test_remove_names_an_account_it_does_not_own(runner, tmp_path):
@@ -354,6 +365,7 @@ def test_gpus_problems_of_the_whole_fleet_at_once(runner, tmp_path, monkeypatch)
     assert code != 0
     assert 'host localhost: vllm_server_device=cuda but no working NVIDIA driver' in output
     # a CPU host without a driver is fine
-    code, output = runner.run('gpus.yml', write_inventory(tmp_path, {'localhost': gpu_host(vllm_server_device='cpu')}))
+    code, output = runner.run('gpus.yml', write_inventory(tmp_path, {'localhost': gpu_host(
+        vllm_server_device='cpu', vllm_server_kv_connector=False)}))
     assert code == 0, output[-4000:]
     assert 'localhost: no working NVIDIA driver: no NVIDIA driver answers on the host' in output

@@ -101,14 +101,16 @@ def test_no_line_raises():
     "(VllmWorker-0 pid=5) ", "(EngineCore_DP0 pid=6) ", "",
 ])
 def test_all_prefix_forms(prefix):
-    text = prefix + "INFO 11-30 09:48:08 [interface.py:1096] Setting attention block size to 544 tokens to ensure ...\n"
+    text = prefix + ("INFO 11-30 09:48:08 [interface.py:1096] Setting attention block size to 544 tokens to ensure "
+                     "that attention page size is >= mamba page size.\n")
     (line,) = parse_block_size_lines(text)
     assert line.n == 544
     assert line.proc == (prefix[1:].split(" ")[0] if prefix else "main")
 
 
 def test_debug_fileinfo_form():
-    text = "(EngineCore pid=9) DEBUG 05-01 17:08:53 [platforms/interface.py:606] Setting attention block size to 800 tokens to ensure\n"
+    text = ("(EngineCore pid=9) DEBUG 05-01 17:08:53 [platforms/interface.py:606] Setting attention block size to 800 "
+            "tokens to ensure that attention page size is >= mamba page size.\n")
     assert parse_block_size_lines(text)[0].n == 800
 
 
@@ -141,7 +143,8 @@ def test_effective_block_size_defaults():
 
 
 def test_effective_block_size_backend_line():
-    text = "(EngineCore pid=3) INFO 05-01 [interface.py:400] Setting kv cache block size to 64 for FLASHMLA backend.\n"
+    text = ("(EngineCore pid=3) INFO 05-01 17:08:53 [interface.py:400] Setting kv cache block size to 64 for "
+            "FLASHMLA backend.\n")
     assert effective_block_size(text, requested=16) == (64, "log:backend")
 
 
@@ -203,9 +206,9 @@ def test_scanner_found_tp1_partial_chunks():
 
 def test_scanner_line_without_newline_waits():
     s = LogScanner()
-    s.feed("(Worker pid=1) INFO Setting attention block size to 640 tok")
+    s.feed("(Worker pid=1) INFO 11-30 09:48:08 [interface.py:1096] Setting attention block size to 640 tok")
     assert s.state(1) is None
-    s.feed("ens to ensure\n")
+    s.feed("ens to ensure that attention page size is >= mamba page size.\n")
     assert s.state(1) == "found"
 
 

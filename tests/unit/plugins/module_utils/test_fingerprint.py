@@ -150,11 +150,11 @@ def test_inputs_are_json_and_named():
     assert inputs["block_size"] == 32
 
 
-def test_hardware_is_an_input_of_version_2():
+def test_hardware_is_an_input_since_version_2():
     from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import (
         FINGERPRINT_FIELDS, FINGERPRINT_VERSION)
     inputs = fingerprint_inputs(HUB, "0.32.0", hardware={"kind": "cpu", "isa": ["avx512f"]})
-    assert FINGERPRINT_VERSION == 2 and inputs["fingerprint_version"] == 2
+    assert FINGERPRINT_VERSION == 3 and inputs["fingerprint_version"] == 3
     assert inputs["hardware"] == {"kind": "cpu", "isa": ["avx512f"]}
     assert set(FINGERPRINT_FIELDS) <= set(inputs)
     cpu_a = fp(hardware={"kind": "cpu", "machine": "x86_64", "cpu_model": "AMD EPYC", "isa": ["avx2"]})

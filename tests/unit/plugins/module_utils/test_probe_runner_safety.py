@@ -255,15 +255,13 @@ def test_probe_process_runs_as_the_user(tmp_path):
     nobody = user_identity("nobody")
     proc = ProbeProcess(["/bin/sh", "-c", "id -u; id -g; pwd"], {"PATH": "/usr/bin:/bin"},
                         identity=nobody, cwd="/", watchdog=False)
-    private = proc.private_dir
-    assert oct(os.stat(private).st_mode & 0o777) == "0o700"
     with proc:
         proc.proc.wait(10)
-    with open(proc.log_path) as f:
-        uid, gid, cwd = f.read().split()
+        # the log was unlinked as soon as it was opened: nothing of it is left in a directory
+        assert os.fstat(proc.reader.fileno()).st_nlink == 0
+        proc.reader.seek(0)
+        uid, gid, cwd = proc.reader.read().decode().split()
     assert (int(uid), int(gid), cwd) == (nobody["uid"], nobody["gid"], "/")
-    proc.remove_log()
-    assert not os.path.exists(private)
 
 
 def test_probe_process_remembers_its_pids():

@@ -213,7 +213,8 @@ def test_shrink_overrides_interval_and_pattern():
 def test_build_probe_argv_defaults_and_extra_last():
     argv = build_probe_argv("/v/bin/vllm", "m", 1234, extra_args=["--max-model-len", "2048"])
     assert argv[:3] == ["/v/bin/vllm", "serve", "m"]
-    assert argv[-2:] == ["--max-model-len", "2048"]
+    # extra_args after the cheap flags; the loopback host and port last of all
+    assert argv[-6:] == ["--max-model-len", "2048", "--host", "127.0.0.1", "--port", "1234"]
     assert "--dtype" not in argv and "--block-size" not in argv
     assert "--tensor-parallel-size" not in argv and "--hf-overrides" not in argv
     assert argv[argv.index("--port") + 1] == "1234"
@@ -491,3 +492,31 @@ def test_cuda_hybrid_block_size_already_sufficient(multi_gpu_vllm_double):
     assert status == "ok", res
     assert res["outcome"] == "block_size_sufficient"
     assert res["vllm_block_size"] == 1024
+
+
+def test_n_zero_in_vllms_record_fails_and_caches_nothing(multi_gpu_vllm_double):
+    d = multi_gpu_vllm_double
+    d.replay(["(EngineCore pid=187) INFO 05-01 17:08:53 [interface.py:606] Setting attention block size to 0 tokens "
+              "to ensure that attention page size is >= mamba page size.",
+              "(EngineCore pid=187) INFO 05-01 17:08:53 [gpu_worker.py:1] Available KV cache memory: 1 GiB"])
+    status, res = d.run()
+    assert status == "failed", res
+    assert res["msg"] == ("vLLM's log gives N=0 is not a positive multiple of the cuda kernel alignment 16; "
+                          "refused, nothing cached")
+    assert not os.path.exists(d.cache)
+
+
+def test_a_group_writable_cache_fails_the_module_untouched(multi_gpu_vllm_double):
+    d = multi_gpu_vllm_double
+    d.replay(read_log("vllm-0.20.0-tp1-enginecore.log"))
+    os.makedirs(os.path.dirname(d.cache))
+    with open(d.cache, "w") as f:
+        f.write("{}")
+    os.chmod(d.cache, 0o666)
+    status, res = d.run()
+    assert status == "failed", res
+    assert res["msg"] == ("refusing the cache: %s is writable by group/other (mode 0666); refused, not overwritten. "
+                          "Fix: chmod go-w %s, or remove it" % (d.cache, d.cache))
+    assert d.launched() is None
+    with open(d.cache) as f:
+        assert f.read() == "{}"

@@ -40,7 +40,7 @@ def test_fingerprint_names_the_visible_gpus(multi_gpu_vllm_double, monkeypatch):
     _s, res0 = d.run(compute_only=True, env={"CUDA_VISIBLE_DEVICES": "0"})
     _s, both = d.run(compute_only=True)
     assert len({res["fingerprint"], res0["fingerprint"], both["fingerprint"]}) == 3
-    assert res["inputs"]["fingerprint_version"] == 2
+    assert res["inputs"]["fingerprint_version"] == 3
 
 
 def test_another_gpu_is_not_a_cache_hit(multi_gpu_vllm_double, monkeypatch):
