@@ -12,12 +12,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import copy
 import glob
 import hashlib
 import json
 import os
 import re
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import (
+    n_input_values,
+    normalize_json_option,
+)
 
 # 2: the hardware (GPU kind and driver, or CPU model and ISA flags) is an input.
 FINGERPRINT_VERSION = 2
@@ -161,17 +165,7 @@ def dist_versions_from_site_packages(site_packages_dirs):
 
 def normalize_speculative_config(value):
     """Speculative config as a dict (or None) from a dict or a JSON string."""
-    if value in (None, "", {}):
-        return None
-    if isinstance(value, dict):
-        return copy.deepcopy(value)
-    try:
-        parsed = json.loads(value)
-    except (TypeError, ValueError):
-        raise ValueError("speculative_config is not valid JSON: %r" % (value,))
-    if not isinstance(parsed, dict):
-        raise ValueError("speculative_config must be a JSON object, got %r" % (value,))
-    return parsed
+    return normalize_json_option(value, "speculative_config")
 
 
 def normalize_choice(value):
@@ -202,13 +196,10 @@ def fingerprint_inputs(model_id, vllm_version, tensor_parallel_size=1, dtype="au
         "model": model_id,
         "vllm_version": vllm_version,
         "platform": platform or platform_from_version(vllm_version),
-        "tensor_parallel_size": int(tensor_parallel_size or 1),
-        "dtype": normalize_choice(dtype),
-        "kv_cache_dtype": normalize_choice(kv_cache_dtype),
-        "mamba_ssm_cache_dtype": normalize_choice(mamba_ssm_cache_dtype),
-        "mamba_cache_dtype": normalize_choice(mamba_cache_dtype),
-        "block_size": int(block_size) if block_size else None,
-        "speculative_config": normalize_speculative_config(speculative_config),
+        **n_input_values({
+            "tensor_parallel_size": tensor_parallel_size, "dtype": dtype, "kv_cache_dtype": kv_cache_dtype,
+            "mamba_ssm_cache_dtype": mamba_ssm_cache_dtype, "mamba_cache_dtype": mamba_cache_dtype,
+            "block_size": block_size, "speculative_config": speculative_config}),
         "extra_args": [str(a) for a in (extra_args or [])],
         "env": relevant_env(env),
         "probe_mode": probe_mode or "full",

@@ -35,6 +35,7 @@ import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli
 
 ROLES = ('lmcache_server', 'vllm_server')
 VARIABLE_RE = re.compile(r'^(lmcache_server|vllm_server)_[A-Za-z0-9_]+$')
@@ -628,26 +629,11 @@ def decide_hybrid(cfg, probe=None, prediction=None):
 
 
 def n_input_flags(inputs, explicit=True):
-    """The vLLM flags that change N, from ``n_inputs`` (one place for the service and the probe).
+    """The vLLM flags that change N, from ``n_inputs`` (the table is ``vllm_cli.N_INPUTS``).
 
     ``explicit=False`` leaves out the values that equal vLLM's own default (the probe's short argv).
     """
-    argv = []
-    tp = int(inputs.get('tensor_parallel_size') or 1)
-    if explicit or tp != 1:
-        argv += ['--tensor-parallel-size', str(tp)]
-    for flag, key in (('--dtype', 'dtype'), ('--kv-cache-dtype', 'kv_cache_dtype'),
-                      ('--mamba-ssm-cache-dtype', 'mamba_ssm_cache_dtype'), ('--mamba-cache-dtype', 'mamba_cache_dtype')):
-        value = inputs.get(key) or 'auto'
-        if explicit and key == 'mamba_cache_dtype' and value == 'auto':
-            continue
-        if explicit or value != 'auto':
-            argv += [flag, str(value)]
-    if inputs.get('block_size'):
-        argv += ['--block-size', str(int(inputs['block_size']))]
-    if inputs.get('speculative_config'):
-        argv += ['--speculative-config', json.dumps(inputs['speculative_config'], sort_keys=True, separators=(',', ':'))]
-    return argv
+    return vllm_cli.n_input_argv(inputs, explicit=explicit)
 
 
 def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, prediction_problem=None,
@@ -978,13 +964,7 @@ def _assemble(p, v, lm_values, derived, n_inputs, expected):
             'model': v['model'],
             'revision': n_inputs['revision'],
             'vllm_executable': vl['bin'],
-            'tensor_parallel_size': n_inputs['tensor_parallel_size'],
-            'dtype': n_inputs['dtype'],
-            'kv_cache_dtype': n_inputs['kv_cache_dtype'],
-            'mamba_ssm_cache_dtype': n_inputs['mamba_ssm_cache_dtype'],
-            'mamba_cache_dtype': n_inputs['mamba_cache_dtype'],
-            'block_size': v['block_size'],
-            'speculative_config': v['spec'],
+            **{name: n_inputs[name] for name in vllm_cli.N_INPUT_NAMES},
             'extra_args': v['extra'],
             'env': vl['probe_env'],
             'timeout': v['timeouts'].get('vllm_server_probe_timeout'),

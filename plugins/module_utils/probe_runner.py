@@ -33,6 +33,7 @@ import time
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import (
     LogScanner,
 )
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import n_input_argv
 
 # Flags that the probe sets itself; the same flags in extra_args are dropped
 # (they would point the probe at production resources or break the cheap path).
@@ -232,20 +233,10 @@ def build_probe_argv(vllm_executable, model, port, tensor_parallel_size=1, dtype
         argv.append("--language-model-only")
     if skip_tokenizer_init:
         argv.append("--skip-tokenizer-init")
-    if int(tensor_parallel_size or 1) != 1:
-        argv += ["--tensor-parallel-size", str(int(tensor_parallel_size))]
-    for flag, value in (("--dtype", dtype), ("--kv-cache-dtype", kv_cache_dtype),
-                        ("--mamba-ssm-cache-dtype", mamba_ssm_cache_dtype),
-                        ("--mamba-cache-dtype", mamba_cache_dtype)):
-        if value not in (None, "", "auto"):
-            argv += [flag, str(value)]
-    if block_size:
-        argv += ["--block-size", str(int(block_size))]
-    if speculative_config:
-        spec = speculative_config
-        if not isinstance(spec, str):
-            spec = json.dumps(spec, sort_keys=True, separators=(",", ":"))
-        argv += ["--speculative-config", spec]
+    argv += n_input_argv({
+        "tensor_parallel_size": tensor_parallel_size, "dtype": dtype, "kv_cache_dtype": kv_cache_dtype,
+        "mamba_ssm_cache_dtype": mamba_ssm_cache_dtype, "mamba_cache_dtype": mamba_cache_dtype,
+        "block_size": block_size, "speculative_config": speculative_config}, explicit=False)
     if hf_overrides:
         argv += ["--hf-overrides", json.dumps(hf_overrides, separators=(",", ":"))]
     argv += [str(a) for a in (extra_args or [])]
