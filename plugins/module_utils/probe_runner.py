@@ -33,19 +33,20 @@ import time
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import (
     LogScanner,
 )
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.managed_flags import (
+    SHRINK_BLOCKING_DESTS,
+    reached,
+)
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import n_input_argv
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli_table import TABLE as VLLM_TABLE
 
-# Flags that the probe sets itself; the same flags in extra_args are dropped
-# (they would point the probe at production resources or break the cheap path).
-PROBE_OWNED_FLAGS = {
-    "--host": True, "--port": True, "--uds": True, "--kv-transfer-config": True,
-    "--load-format": True, "--api-key": True, "--served-model-name": True,
-    "--ssl-keyfile": True, "--ssl-certfile": True,
-}
-# extra_args flags that make the shrunken probe unsafe (they change the model
-# shape themselves or depend on the layer count).
-SHRINK_BLOCKING_FLAGS = ("--hf-overrides", "--hf-config-path", "--num-redundant-experts",
-                         "--pipeline-parallel-size", "-pp")
+# Settings (vLLM's option destinations) that the probe sets itself; extra_args that reach them by any
+# spelling vLLM accepts are dropped (they would point the probe at production resources or break
+# the cheap path).
+PROBE_OWNED_DESTS = frozenset(("host", "port", "uds", "kv_transfer_config", "load_format", "api_key",
+                               "served_model_name", "ssl_keyfile", "ssl_certfile"))
+# extra_args that make the shrunken probe unsafe (they change the model shape themselves, depend on
+# the layer count or add a draft model): managed_flags.SHRINK_BLOCKING_DESTS.
 
 SHRINK_LAYERS = 4
 # vocabulary and dense MLP width of the shrunken model (neither enters N)
@@ -116,6 +117,12 @@ def _flag_name(arg):
     return arg.split("=", 1)[0]
 
 
+def _reaches(arg, dests):
+    """True when ``arg`` reaches one of vLLM's option destinations ``dests`` by any accepted spelling."""
+    options = VLLM_TABLE["options"]
+    return any(options[option][0] in dests for option in reached(arg, VLLM_TABLE))
+
+
 def filter_extra_args(extra_args):
     """Split extra_args into (kept, dropped); dropped are probe-owned flags
     (with their value)."""
@@ -124,8 +131,7 @@ def filter_extra_args(extra_args):
     i = 0
     while i < len(args):
         arg = args[i]
-        name = _flag_name(arg)
-        if name in PROBE_OWNED_FLAGS:
+        if _reaches(arg, PROBE_OWNED_DESTS):
             if "=" in arg or i + 1 >= len(args) or args[i + 1].startswith("--"):
                 dropped.append(arg)
                 i += 1
@@ -162,7 +168,7 @@ def shrink_overrides(config, extra_args=None, speculative_config=None, tensor_pa
     if not isinstance(config, dict):
         return None, "no readable config.json (hub model or unreadable file)"
     for arg in extra_args or []:
-        if _flag_name(str(arg)) in SHRINK_BLOCKING_FLAGS:
+        if _reaches(str(arg), SHRINK_BLOCKING_DESTS):
             return None, "extra_args set %s" % _flag_name(str(arg))
     if speculative_config:
         return None, "speculative decoding configured (draft layers follow the target's layout)"
