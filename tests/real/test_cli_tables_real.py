@@ -36,8 +36,8 @@ GEN = load_generator()
 @pytest.mark.real
 @pytest.mark.parametrize('target', GEN.TARGETS, ids=[t[0] for t in GEN.TARGETS])
 def test_checked_in_table_matches_the_real_parser(target):
-    name, env, default, _source, _dist = target
-    python = GEN.venv_python(env, default)
+    name, env, defaults = target[:3]
+    python = GEN.venv_python(env, defaults)
     if not os.access(python, os.X_OK):
         skip_or_fail('no venv for %s at %s (set %s, or run scripts/setup-vllm-cpu.sh / setup-lmcache.sh)'
                      % (name, python, env))
