@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 # Copyright (C) 2026 lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Generate the option tables of ``vllm serve`` and ``lmcache server`` from their own parsers.
@@ -21,7 +21,6 @@ import argparse
 import difflib
 import json
 import os
-import pprint
 import subprocess
 import sys
 
@@ -131,8 +130,16 @@ def parser_dump(python, source):
 
 
 def render(table, dist):
-    text = HEADER % {'program': table['program'], 'version': table['version'], 'dist': dist}
-    return text + pprint.pformat(table, width=110, sort_dicts=True) + '\n'
+    """The data module: one key per line, one option per line (pep8-clean, diff-friendly)."""
+    lines = [HEADER % {'program': table['program'], 'version': table['version'], 'dist': dist} + '{']
+    for key in sorted(table):
+        if key == 'options':
+            lines.append("    'options': {")
+            lines += ['        %r: %r,' % (option, value) for option, value in sorted(table['options'].items())]
+            lines.append('    },')
+        else:
+            lines.append('    %r: %r,' % (key, table[key]))
+    return '\n'.join(lines) + '\n}\n'
 
 
 # (table, venv variable, default venvs, parser source, distribution, an option the parser must list).
