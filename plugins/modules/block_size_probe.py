@@ -114,7 +114,11 @@ options:
         C(--attention-backend), C(--quantization), C(--hf-overrides), C(--pipeline-parallel-size)).
         They are appended last and are part of the fingerprint.
       - C(--host), C(--port), C(--uds), C(--kv-transfer-config), C(--load-format), C(--api-key),
-        C(--served-model-name) and the SSL flags are dropped (with a warning), the probe sets its own.
+        C(--served-model-name) and the SSL flags are dropped (with a warning), the probe sets its own; every
+        spelling vLLM's parser accepts counts (aliases, abbreviations, C(--flag=value), dotted JSON sub-keys).
+      - The model is never shrunk when they reach speculative decoding (C(--speculative-config), C(-sc), C(--spec-method),
+        C(--spec-model), C(--spec-tokens)), the layer layout (C(--hf-overrides), C(--hf-config-path)), pipeline
+        parallelism or redundant experts, by any spelling.
     type: list
     elements: str
     default: []
