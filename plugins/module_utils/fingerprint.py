@@ -20,6 +20,7 @@ import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import (
     n_input_values,
+    n_inputs_of,
     normalize_json_option,
 )
 
@@ -183,23 +184,20 @@ def relevant_env(env):
     )
 
 
-def fingerprint_inputs(model_id, vllm_version, tensor_parallel_size=1, dtype="auto",
-                       kv_cache_dtype="auto", mamba_ssm_cache_dtype="auto",
-                       mamba_cache_dtype="auto", block_size=None, speculative_config=None,
-                       extra_args=None, env=None, probe_mode="full", platform=None, hardware=None):
+def fingerprint_inputs(model_id, vllm_version, extra_args=None, env=None, probe_mode="full", platform=None,
+                       hardware=None, **n_inputs):
     """The canonical dict that is hashed (also stored with a cache entry).
 
-    ``hardware`` is :func:`hardware.hardware_identity` of the host (the GPUs the service uses, or
-    the CPU model and ISA flags): N read on other hardware is not valid here."""
+    ``n_inputs``: the inputs of N by name (``vllm_cli.N_INPUTS``: tensor_parallel_size, dtype, ...;
+    missing ones mean vLLM's default). ``hardware`` is :func:`hardware.hardware_identity` of the
+    host (the GPUs the service uses, or the CPU model and ISA flags): N read on other hardware is
+    not valid here."""
     return {
         "fingerprint_version": FINGERPRINT_VERSION,
         "model": model_id,
         "vllm_version": vllm_version,
         "platform": platform or platform_from_version(vllm_version),
-        **n_input_values({
-            "tensor_parallel_size": tensor_parallel_size, "dtype": dtype, "kv_cache_dtype": kv_cache_dtype,
-            "mamba_ssm_cache_dtype": mamba_ssm_cache_dtype, "mamba_cache_dtype": mamba_cache_dtype,
-            "block_size": block_size, "speculative_config": speculative_config}),
+        **n_input_values(n_inputs_of(n_inputs)),
         "extra_args": [str(a) for a in (extra_args or [])],
         "env": relevant_env(env),
         "probe_mode": probe_mode or "full",

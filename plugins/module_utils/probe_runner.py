@@ -37,7 +37,10 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.managed_flags i
     SHRINK_BLOCKING_DESTS,
     reached,
 )
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import n_input_argv
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import (
+    n_input_argv,
+    n_inputs_of,
+)
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli_table import TABLE as VLLM_TABLE
 
 # Settings (vLLM's option destinations) that the probe sets itself; extra_args that reach them by any
@@ -215,16 +218,13 @@ def shrink_overrides(config, extra_args=None, speculative_config=None, tensor_pa
     return overrides, "shrunk%s to %s" % (where, ", ".join(cuts))
 
 
-def build_probe_argv(vllm_executable, model, port, tensor_parallel_size=1, dtype="auto",
-                     kv_cache_dtype="auto", mamba_ssm_cache_dtype="auto",
-                     mamba_cache_dtype="auto", block_size=None, speculative_config=None,
-                     extra_args=None, max_model_len=None, gpu_memory_utilization=None,
-                     max_num_batched_tokens=None, language_model_only=True,
-                     skip_tokenizer_init=True, hf_overrides=None, host="127.0.0.1"):
+def build_probe_argv(vllm_executable, model, port, extra_args=None, max_model_len=None,
+                     gpu_memory_utilization=None, max_num_batched_tokens=None, language_model_only=True,
+                     skip_tokenizer_init=True, hf_overrides=None, host="127.0.0.1", **n_inputs):
     """argv of the probe launch.
 
-    Production-relevant flags (the ones that change N) are passed only when
-    they differ from vLLM's default, exactly as given; the cheap flags keep the
+    Production-relevant flags (the inputs of N, ``n_inputs`` by name: vllm_cli.N_INPUTS) are
+    passed only when they differ from vLLM's default, exactly as given; the cheap flags keep the
     launch small; extra_args go last so they win over the cheap flags.
     """
     argv = [vllm_executable, "serve", model,
@@ -239,10 +239,7 @@ def build_probe_argv(vllm_executable, model, port, tensor_parallel_size=1, dtype
         argv.append("--language-model-only")
     if skip_tokenizer_init:
         argv.append("--skip-tokenizer-init")
-    argv += n_input_argv({
-        "tensor_parallel_size": tensor_parallel_size, "dtype": dtype, "kv_cache_dtype": kv_cache_dtype,
-        "mamba_ssm_cache_dtype": mamba_ssm_cache_dtype, "mamba_cache_dtype": mamba_cache_dtype,
-        "block_size": block_size, "speculative_config": speculative_config}, explicit=False)
+    argv += n_input_argv(n_inputs_of(n_inputs), explicit=False)
     if hf_overrides:
         argv += ["--hf-overrides", json.dumps(hf_overrides, separators=(",", ":"))]
     argv += [str(a) for a in (extra_args or [])]

@@ -111,3 +111,11 @@ def n_input_argv(values, explicit=True):
 def n_input_values(values):
     """The normalised inputs of N (name -> value) for the fingerprint."""
     return dict((item.name, normalize(item, values.get(item.name))) for item in N_INPUTS)
+
+
+def n_inputs_of(values):
+    """The inputs of N among keyword arguments (``TypeError`` for a name that is not one)."""
+    unknown = sorted(set(values) - set(N_INPUT_NAMES))
+    if unknown:
+        raise TypeError('not an input of N: %s' % ', '.join(unknown))
+    return dict(values)

@@ -627,6 +627,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner im
     user_identity,
     wait_gpu_release,
 )
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import N_INPUT_NAMES
 
 CACHED_KEYS = ("vllm_block_size", "outcome", "reason", "vllm_version", "platform", "fingerprint",
                "service_fingerprint", "inputs", "log_line", "reports", "padding_pct", "cmd",
@@ -966,13 +967,14 @@ def main():
             skip_tokenizer_init=skip_tok)
         probe_mode = "shrunk" if hf_overrides else "full"
 
+    # The inputs of N, one option each (vllm_cli.N_INPUTS), the speculative config parsed.
+    n_values = dict((name, p[name]) for name in N_INPUT_NAMES)
+    n_values["speculative_config"] = spec
+
     def fp_for(mode):
         inputs = fingerprint_inputs(
-            model_id, version, tensor_parallel_size=p["tensor_parallel_size"], dtype=p["dtype"],
-            kv_cache_dtype=p["kv_cache_dtype"], mamba_ssm_cache_dtype=p["mamba_ssm_cache_dtype"],
-            mamba_cache_dtype=p["mamba_cache_dtype"], block_size=p["block_size"],
-            speculative_config=spec, extra_args=extra_args, env=p["env"], probe_mode=mode,
-            platform=platform, hardware=hardware)
+            model_id, version, extra_args=extra_args, env=p["env"], probe_mode=mode,
+            platform=platform, hardware=hardware, **n_values)
         return inputs, compute_fingerprint(inputs)
 
     inputs, fingerprint = fp_for(probe_mode)
@@ -1070,7 +1072,8 @@ def decide(module, p, base, cache, fingerprint, elapsed, exit_with_n, fail, ctx)
 
     vllm, env, identity, gpus = ctx["vllm"], ctx["env"], ctx["identity"], ctx["gpus"]
     probe_mode, hf_overrides, fp_for = ctx["probe_mode"], ctx["hf_overrides"], ctx["fp_for"]
-    spec, extra_args, skip_tok = ctx["spec"], ctx["extra_args"], ctx["skip_tok"]
+    extra_args, skip_tok = ctx["extra_args"], ctx["skip_tok"]
+    n_values = ctx["n_values"]
 
     utilization = p["gpu_memory_utilization"]
     gpu_apps = None
@@ -1100,11 +1103,7 @@ def decide(module, p, base, cache, fingerprint, elapsed, exit_with_n, fail, ctx)
         if p["revision"]:
             ea = ["--revision", p["revision"]] + ea
         return build_probe_argv(
-            vllm, p["model"], port, tensor_parallel_size=p["tensor_parallel_size"], dtype=p["dtype"],
-            kv_cache_dtype=p["kv_cache_dtype"], mamba_ssm_cache_dtype=p["mamba_ssm_cache_dtype"],
-            mamba_cache_dtype=p["mamba_cache_dtype"], block_size=p["block_size"],
-            speculative_config=spec,
-            extra_args=ea, max_model_len=p["max_model_len"],
+            vllm, p["model"], port, extra_args=ea, **n_values, max_model_len=p["max_model_len"],
             gpu_memory_utilization=utilization,
             max_num_batched_tokens=p["max_num_batched_tokens"],
             language_model_only=p["language_model_only"], skip_tokenizer_init=skip_tok,
