@@ -122,3 +122,21 @@ def test_the_probe_drops_every_spelling_of_its_own_flags():
                                                     'kv_both', '--seed', '1'])
     assert kept == ['--seed', '1']
     assert dropped == ['--ho', '0.0.0.0', '--port=1', '--kv-transfer-config.kv_role', 'kv_both']
+
+
+def test_every_flag_the_plan_writes_is_managed():
+    """Whatever the units' argv set, extra_args cannot reach by any spelling (the rule and the argv agree)."""
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
+    plan = host_plan.plan_host('h', {'vllm_server_model': 'Qwen/Qwen3.5-0.8B', 'vllm_server_max_num_seqs': 8,
+                                     'vllm_server_max_model_len': 4096, 'vllm_server_gpu_memory_utilization': 0.8,
+                                     'vllm_server_language_model_only': True, 'vllm_server_load_format': 'dummy',
+                                     'vllm_server_enforce_eager': True, 'vllm_server_block_size': 32,
+                                     'vllm_server_mamba_cache_dtype': 'float32', 'lmcache_server_max_gpu_workers': 1,
+                                     'vllm_server_speculative_config': {'method': 'mtp', 'num_speculative_tokens': 1}},
+                               n=544, n_kind='probed')
+    assert plan['errors'] == []
+    for service, table, managed in (('vllm', VLLM, mf.MANAGED_VLLM), ('lmcache', LMCACHE, mf.MANAGED_LMCACHE)):
+        flags = [arg for arg in plan[service]['argv'][2:] if arg.startswith('-')]
+        assert len(flags) >= 8, flags
+        for flag in flags:
+            assert mf.managed(flag, table, managed) is not None, (service, flag)
