@@ -397,6 +397,8 @@ RENDERED = [
     ('unicode-name', {'vllm_server_served_model_name': 'модель-ü'}),
     ('empty-string-arg', {'vllm_server_extra_args': ['--chat-template', '']}),
     ('leading-dash-value', {'vllm_server_extra_args': ['--seed', '-1']}),
+    ('unicode-dash-inside-value', {'vllm_server_extra_args': ['--chat-template', 'a\u2013b', '--seed', '7']}),
+    ('unmanaged-json-sub-key', {'vllm_server_extra_args': ['--compilation-config.mode', '3']}),
     ('hash-and-semicolon', {'vllm_server_served_model_name': '#not-a-comment;'}),
     ('percent-in-description-model', {'vllm_server_model': '/srv/models/100%'}),
     ('api-key-with-quotes', {'vllm_server_api_key': 'k"e$y\\`z', 'vllm_server_host': '0.0.0.0'}),
