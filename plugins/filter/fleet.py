@@ -11,7 +11,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 from ansible.utils.display import Display
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules, host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules, host_plan, package_spec
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import predict_block_size, explain_block_size
 
 display = Display()
@@ -76,6 +76,11 @@ def venvs_to_remove(found):
                                      item.get('prefix') or '')
 
 
+def same_version(installed, wanted):
+    """True when the installed version string is the wanted PEP 440 version (null: not installed)."""
+    return installed is not None and package_spec.same_version(installed, wanted)
+
+
 def predicted_block_size(config, **options):
     """N predicted from a parsed config.json (int); ``details=true`` returns the explanation dict."""
     details = fleet_rules.as_bool(options.pop('details', False)) is True
@@ -102,4 +107,5 @@ class FilterModule:
             'host_plan_public': host_plan_public,
             'venvs_to_remove': venvs_to_remove,
             'predicted_block_size': predicted_block_size,
+            'same_version': same_version,
         }

@@ -12,7 +12,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import copy
 import glob
 import hashlib
 import json
@@ -24,6 +23,11 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import (
     is_secret_name,
     redact,
     redact_text,
+)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import (
+    n_input_values,
+    n_inputs_of,
+    normalize_json_option,
 )
 
 # 2: the hardware (GPU kind and driver, or CPU model and ISA flags) is an input.
@@ -180,17 +184,7 @@ def dist_versions_from_site_packages(site_packages_dirs):
 
 def normalize_speculative_config(value):
     """Speculative config as a dict (or None) from a dict or a JSON string."""
-    if value in (None, "", {}):
-        return None
-    if isinstance(value, dict):
-        return copy.deepcopy(value)
-    try:
-        parsed = json.loads(value)
-    except (TypeError, ValueError):
-        raise ValueError("speculative_config is not valid JSON: %r" % (value,))
-    if not isinstance(parsed, dict):
-        raise ValueError("speculative_config must be a JSON object, got %r" % (value,))
-    return parsed
+    return normalize_json_option(value, "speculative_config")
 
 
 def normalize_choice(value):
@@ -244,26 +238,20 @@ def fingerprint_args(extra_args):
     return out
 
 
-def fingerprint_inputs(model_id, vllm_version, tensor_parallel_size=1, dtype="auto",
-                       kv_cache_dtype="auto", mamba_ssm_cache_dtype="auto",
-                       mamba_cache_dtype="auto", block_size=None, speculative_config=None,
-                       extra_args=None, env=None, probe_mode="full", platform=None, hardware=None):
+def fingerprint_inputs(model_id, vllm_version, extra_args=None, env=None, probe_mode="full", platform=None,
+                       hardware=None, **n_inputs):
     """The canonical dict that is hashed (also stored with a cache entry).
 
-    ``hardware`` is :func:`hardware.hardware_identity` of the host (the GPUs the service uses, or
-    the CPU model and ISA flags): N read on other hardware is not valid here."""
+    ``n_inputs``: the inputs of N by name (``vllm_cli.N_INPUTS``: tensor_parallel_size, dtype, ...;
+    missing ones mean vLLM's default). ``hardware`` is :func:`hardware.hardware_identity` of the
+    host (the GPUs the service uses, or the CPU model and ISA flags): N read on other hardware is
+    not valid here."""
     return {
         "fingerprint_version": FINGERPRINT_VERSION,
         "model": redact(model_id),
         "vllm_version": vllm_version,
         "platform": platform or platform_from_version(vllm_version),
-        "tensor_parallel_size": int(tensor_parallel_size or 1),
-        "dtype": normalize_choice(dtype),
-        "kv_cache_dtype": normalize_choice(kv_cache_dtype),
-        "mamba_ssm_cache_dtype": normalize_choice(mamba_ssm_cache_dtype),
-        "mamba_cache_dtype": normalize_choice(mamba_cache_dtype),
-        "block_size": int(block_size) if block_size else None,
-        "speculative_config": redact(normalize_speculative_config(speculative_config)),
+        **redact(n_input_values(n_inputs_of(n_inputs))),
         "extra_args": fingerprint_args(extra_args),
         "env": relevant_env(env),
         "probe_mode": probe_mode or "full",

@@ -35,6 +35,11 @@ import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import lmcache_cli_table
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import managed_flags
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import package_spec
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli_table
 
 ROLES = ('lmcache_server', 'vllm_server')
 VARIABLE_RE = re.compile(r'^(lmcache_server|vllm_server)_[A-Za-z0-9_]+$')
@@ -49,51 +54,11 @@ VLLM_KV_CACHE_DTYPES = ('auto', 'float16', 'bfloat16', 'fp8', 'fp8_e4m3', 'fp8_e
 VLLM_MAMBA_DTYPES = ('auto', 'float32', 'float16', 'bfloat16')
 LMCACHE_LOG_LEVELS = ('DEBUG', 'INFO', 'WARNING', 'ERROR')
 
-# Flags the collection sets itself; extra_args may not carry them (nor an abbreviation
-# argparse would expand to them). The value names the variable to use instead.
-VLLM_MANAGED_FLAGS = {
-    '--model': 'vllm_server_model',
-    '--host': 'vllm_server_host',
-    '--port': 'vllm_server_port',
-    '--uds': 'vllm_server_host and vllm_server_port',
-    '--served-model-name': 'vllm_server_served_model_name',
-    '--tensor-parallel-size': 'vllm_server_tensor_parallel_size',
-    '-tp': 'vllm_server_tensor_parallel_size',
-    '--dtype': 'vllm_server_dtype',
-    '--kv-cache-dtype': 'vllm_server_kv_cache_dtype',
-    '--mamba-ssm-cache-dtype': 'vllm_server_mamba_ssm_cache_dtype',
-    '--mamba-cache-dtype': 'vllm_server_mamba_cache_dtype',
-    '--block-size': 'vllm_server_block_size',
-    '--speculative-config': 'vllm_server_speculative_config',
-    '--max-num-batched-tokens': 'vllm_server_max_num_batched_tokens',
-    '--max-num-seqs': 'vllm_server_max_num_seqs',
-    '--max-model-len': 'vllm_server_max_model_len',
-    '--gpu-memory-utilization': 'vllm_server_gpu_memory_utilization',
-    '--enable-prefix-caching': 'vllm_server_enable_prefix_caching',
-    '--no-enable-prefix-caching': 'vllm_server_enable_prefix_caching',
-    '--mamba-cache-mode': 'vllm_server_mamba_cache_mode',
-    '--kv-transfer-config': 'vllm_server_kv_connector (and vllm_server_lmcache_*)',
-    '--language-model-only': 'vllm_server_language_model_only',
-    '--no-language-model-only': 'vllm_server_language_model_only',
-    '--load-format': 'vllm_server_load_format',
-    '--enforce-eager': 'vllm_server_enforce_eager',
-    '--no-enforce-eager': 'vllm_server_enforce_eager',
-    '--api-key': 'vllm_server_api_key',
-    '--hf-token': 'vllm_server_hf_token',
-}
-LMCACHE_MANAGED_FLAGS = {
-    '--host': 'lmcache_server_host',
-    '--port': 'lmcache_server_port',
-    '--http-host': 'lmcache_server_http_host',
-    '--http-port': 'lmcache_server_http_port',
-    '--chunk-size': 'lmcache_server_chunk_size (or lmcache_server_chunk_multiple)',
-    '--separate-object-groups': 'lmcache_server_separate_object_groups',
-    '--no-separate-object-groups': 'lmcache_server_separate_object_groups',
-    '--l1-size-gb': 'lmcache_server_l1_size_gb',
-    '--eviction-policy': 'lmcache_server_eviction_policy',
-    '--supported-transfer-mode': 'lmcache_server_supported_transfer_mode',
-    '--max-gpu-workers': 'lmcache_server_max_gpu_workers',
-}
+# Flags the collection sets itself: extra_args may not reach them by any spelling the program's own
+# parser accepts (the generated option tables, read by managed_flags). The mapping names the
+# variable to use instead, by the option's destination.
+VLLM_MANAGED_FLAGS = (vllm_cli_table.TABLE, managed_flags.MANAGED_VLLM)
+LMCACHE_MANAGED_FLAGS = (lmcache_cli_table.TABLE, managed_flags.MANAGED_LMCACHE)
 # Environment variables the units set themselves, and secrets that have their own variable.
 VLLM_MANAGED_ENV = {
     'HOME': 'vllm_server_home', 'HF_HOME': 'vllm_server_hf_home', 'VLLM_CACHE_ROOT': 'vllm_server_home',
@@ -214,29 +179,12 @@ is_loopback = rules.is_loopback
 url_host = rules.url_host
 
 
-def normalise_flag(arg):
-    """The flag name of an argument (``--a_b=1`` -> ``--a-b``), or None for a value."""
-    text = str(arg)
-    if not text.startswith('-') or text == '-' or re.match(r'^-\d', text):
-        return None
-    name = text.split('=', 1)[0]
-    if name.startswith('--'):
-        return '--' + name[2:].replace('_', '-')
-    return name
-
-
 def managed_flag(arg, table):
-    """The managed flag ``arg`` names (exactly, or as an abbreviation argparse would expand), or None."""
-    name = normalise_flag(arg)
-    if name is None:
-        return None
-    if name in table:
-        return name
-    if name.startswith('--') and len(name) > 3:
-        hits = sorted(flag for flag in table if flag.startswith('--') and flag.startswith(name))
-        if hits:
-            return hits[0]
-    return None
+    """(dest, variable to use) of the managed setting ``arg`` reaches (exactly, as ``--flag=value``, an
+    alias, a short option, an abbreviation argparse would expand or a dotted JSON sub-key), or None."""
+    options, dests = table
+    hit = managed_flags.managed(arg, options, dests)
+    return None if hit is None else (hit[1], dests[hit[1]])
 
 
 def _walk_strings(value, path):
@@ -513,17 +461,33 @@ def _extra_args(p, name, table):
             p.error(name, value, 'has an item that is not a string', 'use one string per argument')
             continue
         text = fmt_env_value(item)
-        flag = managed_flag(text, table)
-        if flag is not None:
-            dedicated = table[flag]
-            if flag in ('--api-key', '--hf-token'):
-                p.secret_error(name, 'sets %s' % flag, 'use %s (written to a 0600 file, never logged)' % dedicated)
-            else:
-                p.error(name, value, 'sets %s, which the collection manages' % text.split('=', 1)[0],
-                        'use %s instead' % dedicated)
+        if _refused_extra_arg(p, name, value, text, table):
             continue
         out.append(text)
     return out
+
+
+def _refused_extra_arg(p, name, value, text, table):
+    """Record the error when one item of extra_args reaches a managed setting; True when refused."""
+    dash = managed_flags.foreign_dash(text)
+    if dash is not None:
+        p.error(name, value, 'has %s, which starts with %s (U+%04X) instead of the ASCII "-" of a flag'
+                % (json.dumps(text), json.dumps(dash), ord(dash)), 'write every flag with "-" (U+002D)')
+        return True
+    spelled = text.split('=', 1)[0]
+    if managed_flags.file_option(text, table[0]) is not None:
+        p.error(name, value, 'sets %s, which reads flags from a file that the plan and its rules never see' % spelled,
+                'give each flag its own variable, or list it in %s' % name)
+        return True
+    hit = managed_flag(text, table)
+    if hit is None:
+        return False
+    dest, dedicated = hit
+    if dest in managed_flags.SECRET_DESTS:
+        p.secret_error(name, 'sets %s' % spelled, 'use %s (written to a 0600 file, never logged)' % dedicated)
+    else:
+        p.error(name, value, 'sets %s, which the collection manages' % spelled, 'use %s instead' % dedicated)
+    return True
 
 
 def _gpus(p, name):
@@ -628,26 +592,11 @@ def decide_hybrid(cfg, probe=None, prediction=None):
 
 
 def n_input_flags(inputs, explicit=True):
-    """The vLLM flags that change N, from ``n_inputs`` (one place for the service and the probe).
+    """The vLLM flags that change N, from ``n_inputs`` (the table is ``vllm_cli.N_INPUTS``).
 
     ``explicit=False`` leaves out the values that equal vLLM's own default (the probe's short argv).
     """
-    argv = []
-    tp = int(inputs.get('tensor_parallel_size') or 1)
-    if explicit or tp != 1:
-        argv += ['--tensor-parallel-size', str(tp)]
-    for flag, key in (('--dtype', 'dtype'), ('--kv-cache-dtype', 'kv_cache_dtype'),
-                      ('--mamba-ssm-cache-dtype', 'mamba_ssm_cache_dtype'), ('--mamba-cache-dtype', 'mamba_cache_dtype')):
-        value = inputs.get(key) or 'auto'
-        if explicit and key == 'mamba_cache_dtype' and value == 'auto':
-            continue
-        if explicit or value != 'auto':
-            argv += [flag, str(value)]
-    if inputs.get('block_size'):
-        argv += ['--block-size', str(int(inputs['block_size']))]
-    if inputs.get('speculative_config'):
-        argv += ['--speculative-config', json.dumps(inputs['speculative_config'], sort_keys=True, separators=(',', ':'))]
-    return argv
+    return vllm_cli.n_input_argv(inputs, explicit=explicit)
 
 
 def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, prediction_problem=None,
@@ -674,6 +623,9 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     v = _vllm_values(p, device)
     lm = _lmcache_values(p, hybrid)
     _names_and_paths(p)
+    for variable, value, problem, fix in package_spec.problems(cfg):
+        if variable not in p.failed:
+            p.error(variable, value, problem, fix)
     _check_exposure(p, secrets)
     v['env'] = _env_mapping(p, 'vllm_server_env', VLLM_MANAGED_ENV, 'vLLM')
     lm['env'] = _env_mapping(p, 'lmcache_server_env', LMCACHE_MANAGED_ENV, 'LMCache')
@@ -978,13 +930,7 @@ def _assemble(p, v, lm_values, derived, n_inputs, expected):
             'model': v['model'],
             'revision': n_inputs['revision'],
             'vllm_executable': vl['bin'],
-            'tensor_parallel_size': n_inputs['tensor_parallel_size'],
-            'dtype': n_inputs['dtype'],
-            'kv_cache_dtype': n_inputs['kv_cache_dtype'],
-            'mamba_ssm_cache_dtype': n_inputs['mamba_ssm_cache_dtype'],
-            'mamba_cache_dtype': n_inputs['mamba_cache_dtype'],
-            'block_size': v['block_size'],
-            'speculative_config': v['spec'],
+            **{name: n_inputs[name] for name in vllm_cli.N_INPUT_NAMES},
             'extra_args': v['extra'],
             'env': vl['probe_env'],
             'timeout': v['timeouts'].get('vllm_server_probe_timeout'),
@@ -1125,6 +1071,7 @@ def _lmcache_service(cfg, derived, extra, user_env, gpus, l1, log_level, track):
         'exec_stop_post': EXEC_STOP_POST,
         'device': cfg.get('lmcache_server_device'),
         'packages': rules.lmcache_packages(cfg.get('lmcache_server_version')),
+        'pip': package_spec.lmcache_pip(cfg, venv, rules.lmcache_packages(cfg.get('lmcache_server_version'))),
         'host': cfg.get('lmcache_server_host'),
         'port': as_int(cfg.get('lmcache_server_port')),
         'http_host': cfg.get('lmcache_server_http_host'),
@@ -1177,6 +1124,7 @@ def _vllm_service(cfg, derived, v):
         'connector': connector,
         'exec_stop_post': EXEC_STOP_POST if connector else None,
         'package': cfg.get('vllm_server_package'),
+        'pip': package_spec.vllm_pip(cfg, venv),
         'device': v['device'],
         'tensor_parallel_size': v['tp'],
         'gpus': list(v['gpus'] or []),

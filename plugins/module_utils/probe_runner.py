@@ -46,18 +46,23 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_trust imp
     open_trusted,
     trusted_uids,
 )
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.managed_flags import (
+    SHRINK_BLOCKING_DESTS,
+    reached,
+)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import (
+    n_input_argv,
+    n_inputs_of,
+)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli_table import TABLE as VLLM_TABLE
 
-# Flags that the probe sets itself; the same flags in extra_args are dropped
-# (they would point the probe at production resources or break the cheap path).
-PROBE_OWNED_FLAGS = {
-    "--host": True, "--port": True, "--uds": True, "--kv-transfer-config": True,
-    "--load-format": True, "--api-key": True, "--served-model-name": True,
-    "--ssl-keyfile": True, "--ssl-certfile": True,
-}
-# extra_args flags that make the shrunken probe unsafe (they change the model
-# shape themselves or depend on the layer count).
-SHRINK_BLOCKING_FLAGS = ("--hf-overrides", "--hf-config-path", "--num-redundant-experts",
-                         "--pipeline-parallel-size", "-pp")
+# Settings (vLLM's option destinations) that the probe sets itself; extra_args that reach them by any
+# spelling vLLM accepts are dropped (they would point the probe at production resources or break
+# the cheap path).
+PROBE_OWNED_DESTS = frozenset(("host", "port", "uds", "kv_transfer_config", "load_format", "api_key",
+                               "served_model_name", "ssl_keyfile", "ssl_certfile"))
+# extra_args that make the shrunken probe unsafe (they change the model shape themselves, depend on
+# the layer count or add a draft model): managed_flags.SHRINK_BLOCKING_DESTS.
 
 SHRINK_LAYERS = 4
 # vocabulary and dense MLP width of the shrunken model (neither enters N)
@@ -81,18 +86,10 @@ def _flag_name(arg):
     return arg.split("=", 1)[0]
 
 
-def probe_owned_flag(arg):
-    """The probe-owned flag ``arg`` reaches, or None: the flag itself, ``--flag=value``, an
-    abbreviation argparse would expand to it (``--hos``, ``--ho=``), or a spelling with underscores
-    (vLLM's parser reads ``--api_key`` as ``--api-key``)."""
-    name = _flag_name(str(arg))
-    if not name.startswith("--") or len(name) < 3:
-        return None
-    name = name.replace("_", "-")
-    for flag in PROBE_OWNED_FLAGS:
-        if flag == name or flag.startswith(name):
-            return flag
-    return None
+def _reaches(arg, dests):
+    """True when ``arg`` reaches one of vLLM's option destinations ``dests`` by any accepted spelling."""
+    options = VLLM_TABLE["options"]
+    return any(options[option][0] in dests for option in reached(arg, VLLM_TABLE))
 
 
 def filter_extra_args(extra_args):
@@ -103,7 +100,7 @@ def filter_extra_args(extra_args):
     i = 0
     while i < len(args):
         arg = args[i]
-        if probe_owned_flag(arg):
+        if _reaches(arg, PROBE_OWNED_DESTS):
             if "=" in arg or i + 1 >= len(args) or args[i + 1].startswith("-"):
                 dropped.append(arg)
                 i += 1
@@ -140,7 +137,7 @@ def shrink_overrides(config, extra_args=None, speculative_config=None, tensor_pa
     if not isinstance(config, dict):
         return None, "no readable config.json (hub model or unreadable file)"
     for arg in extra_args or []:
-        if _flag_name(str(arg)) in SHRINK_BLOCKING_FLAGS:
+        if _reaches(str(arg), SHRINK_BLOCKING_DESTS):
             return None, "extra_args set %s" % _flag_name(str(arg))
     if speculative_config:
         return None, "speculative decoding configured (draft layers follow the target's layout)"
@@ -187,16 +184,13 @@ def shrink_overrides(config, extra_args=None, speculative_config=None, tensor_pa
     return overrides, "shrunk%s to %s" % (where, ", ".join(cuts))
 
 
-def build_probe_argv(vllm_executable, model, port, tensor_parallel_size=1, dtype="auto",
-                     kv_cache_dtype="auto", mamba_ssm_cache_dtype="auto",
-                     mamba_cache_dtype="auto", block_size=None, speculative_config=None,
-                     extra_args=None, max_model_len=None, gpu_memory_utilization=None,
-                     max_num_batched_tokens=None, language_model_only=True,
-                     skip_tokenizer_init=True, hf_overrides=None, host="127.0.0.1"):
+def build_probe_argv(vllm_executable, model, port, extra_args=None, max_model_len=None,
+                     gpu_memory_utilization=None, max_num_batched_tokens=None, language_model_only=True,
+                     skip_tokenizer_init=True, hf_overrides=None, host="127.0.0.1", **n_inputs):
     """argv of the probe launch.
 
-    Production-relevant flags (the ones that change N) are passed only when
-    they differ from vLLM's default, exactly as given; the cheap flags keep the
+    Production-relevant flags (the inputs of N, ``n_inputs`` by name: vllm_cli.N_INPUTS) are
+    passed only when they differ from vLLM's default, exactly as given; the cheap flags keep the
     launch small; extra_args come after them so they win over the cheap flags; the loopback
     ``--host`` and ``--port`` come last (argparse keeps the last value).
     """
@@ -211,20 +205,7 @@ def build_probe_argv(vllm_executable, model, port, tensor_parallel_size=1, dtype
         argv.append("--language-model-only")
     if skip_tokenizer_init:
         argv.append("--skip-tokenizer-init")
-    if int(tensor_parallel_size or 1) != 1:
-        argv += ["--tensor-parallel-size", str(int(tensor_parallel_size))]
-    for flag, value in (("--dtype", dtype), ("--kv-cache-dtype", kv_cache_dtype),
-                        ("--mamba-ssm-cache-dtype", mamba_ssm_cache_dtype),
-                        ("--mamba-cache-dtype", mamba_cache_dtype)):
-        if value not in (None, "", "auto"):
-            argv += [flag, str(value)]
-    if block_size:
-        argv += ["--block-size", str(int(block_size))]
-    if speculative_config:
-        spec = speculative_config
-        if not isinstance(spec, str):
-            spec = json.dumps(spec, sort_keys=True, separators=(",", ":"))
-        argv += ["--speculative-config", spec]
+    argv += n_input_argv(n_inputs_of(n_inputs), explicit=False)
     if hf_overrides:
         argv += ["--hf-overrides", json.dumps(hf_overrides, separators=(",", ":"))]
     argv += [str(a) for a in (extra_args or [])]

@@ -137,9 +137,12 @@ options:
         C(--attention-backend), C(--quantization), C(--hf-overrides), C(--pipeline-parallel-size)).
         They are appended last and are part of the fingerprint.
       - C(--host), C(--port), C(--uds), C(--kv-transfer-config), C(--load-format), C(--api-key),
-        C(--served-model-name) and the SSL flags are dropped (with a warning), in every spelling argparse expands
-        to them (C(--hos), C(--ho=), C(--api_key)); the probe sets its own, its loopback C(--host) and C(--port)
-        last.
+        C(--served-model-name) and the SSL flags are dropped (with a warning), the probe sets its own, its loopback
+        C(--host) and C(--port) last; every spelling vLLM's parser accepts counts (aliases, abbreviations such as
+        C(--hos) or C(--ho=), C(--api_key), C(--flag=value), dotted JSON sub-keys).
+      - The model is never shrunk when they reach speculative decoding (C(--speculative-config), C(-sc), C(--spec-method),
+        C(--spec-model), C(--spec-tokens)), the layer layout (C(--hf-overrides), C(--hf-config-path)), pipeline
+        parallelism or redundant experts, by any spelling.
     type: list
     elements: str
     default: []
@@ -656,6 +659,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner im
     user_identity,
     wait_gpu_release,
 )
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import N_INPUT_NAMES
 
 CACHED_KEYS = ("vllm_block_size", "outcome", "reason", "vllm_version", "platform", "fingerprint",
                "service_fingerprint", "inputs", "log_line", "reports", "padding_pct", "cmd",
@@ -1015,13 +1019,14 @@ def main():
             skip_tokenizer_init=skip_tok)
         probe_mode = "shrunk" if hf_overrides else "full"
 
+    # The inputs of N, one option each (vllm_cli.N_INPUTS), the speculative config parsed.
+    n_values = dict((name, p[name]) for name in N_INPUT_NAMES)
+    n_values["speculative_config"] = spec
+
     def fp_for(mode):
         inputs = fingerprint_inputs(
-            model_id, version, tensor_parallel_size=p["tensor_parallel_size"], dtype=p["dtype"],
-            kv_cache_dtype=p["kv_cache_dtype"], mamba_ssm_cache_dtype=p["mamba_ssm_cache_dtype"],
-            mamba_cache_dtype=p["mamba_cache_dtype"], block_size=p["block_size"],
-            speculative_config=spec, extra_args=extra_args, env=p["env"], probe_mode=mode,
-            platform=platform, hardware=hardware)
+            model_id, version, extra_args=extra_args, env=p["env"], probe_mode=mode,
+            platform=platform, hardware=hardware, **n_values)
         return inputs, compute_fingerprint(inputs)
 
     inputs, fingerprint = fp_for(probe_mode)
@@ -1126,7 +1131,8 @@ def decide(module, p, base, cache, fingerprint, elapsed, exit_with_n, fail, ctx)
 
     vllm, env, identity, gpus = ctx["vllm"], ctx["env"], ctx["identity"], ctx["gpus"]
     probe_mode, hf_overrides, fp_for = ctx["probe_mode"], ctx["hf_overrides"], ctx["fp_for"]
-    spec, extra_args, skip_tok = ctx["spec"], ctx["extra_args"], ctx["skip_tok"]
+    extra_args, skip_tok = ctx["extra_args"], ctx["skip_tok"]
+    n_values = ctx["n_values"]
 
     utilization = p["gpu_memory_utilization"]
     gpu_apps = None
@@ -1156,11 +1162,7 @@ def decide(module, p, base, cache, fingerprint, elapsed, exit_with_n, fail, ctx)
         if p["revision"]:
             ea = ["--revision", p["revision"]] + ea
         return build_probe_argv(
-            vllm, p["model"], port, tensor_parallel_size=p["tensor_parallel_size"], dtype=p["dtype"],
-            kv_cache_dtype=p["kv_cache_dtype"], mamba_ssm_cache_dtype=p["mamba_ssm_cache_dtype"],
-            mamba_cache_dtype=p["mamba_cache_dtype"], block_size=p["block_size"],
-            speculative_config=spec,
-            extra_args=ea, max_model_len=p["max_model_len"],
+            vllm, p["model"], port, extra_args=ea, **n_values, max_model_len=p["max_model_len"],
             gpu_memory_utilization=utilization,
             max_num_batched_tokens=p["max_num_batched_tokens"],
             language_model_only=p["language_model_only"], skip_tokenizer_init=skip_tok,

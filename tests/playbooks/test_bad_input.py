@@ -187,7 +187,12 @@ def test_host_with_a_model_outside_the_fleet_is_refused(runner, tmp_path):
      'host bad-01: vllm_server_service_name=lmcache-server is also lmcache_server_service_name'),
     ({'lmcache_server_host': '0.0.0.0'},
      'host bad-01: lmcache_server_host=0.0.0.0 exposes the LMCache server (which has no authentication) beyond loopback'),
-], ids=['misspelt-variable', 'newline', 'managed-flag', 'numeric-api-key', 'same-unit-name', 'lmcache-exposed'])
+    ({'vllm_server_extra_args': ['--kv-transfer-config.kv_connector', 'X']},
+     'sets --kv-transfer-config.kv_connector, which the collection manages; use vllm_server_kv_connector'),
+    ({'lmcache_server_version': '0.5.6 '},
+     'host bad-01: lmcache_server_version=0.5.6  has spaces around it; use one exact version such as "0.5.6" (PEP 440)'),
+], ids=['misspelt-variable', 'newline', 'managed-flag', 'numeric-api-key', 'same-unit-name', 'lmcache-exposed',
+        'dotted-json-sub-key', 'version-with-space'])
 def test_hostile_value_is_refused_end_to_end(runner, overrides, expected):
     inventory = runner.write_inventory({'good-01': GOOD_08B, 'bad-01': dict(GOOD_27B, **overrides)})
     rc, out = runner.run('deploy.yml', inventory)

