@@ -45,8 +45,9 @@ options:
     type: str
   mamba_blocks:
     description:
-      - The Mamba cache blocks M vLLM reported on this host (C({'mamba_cache_blocks': M, 'source': 'refusal'})),
-        which win over the prediction's; C(--max-num-seqs) is kept within M.
+      - The Mamba cache blocks M vLLM reported on this host, a mapping with C(mamba_cache_blocks) and C(source)
+        (V(refusal) or V(cached)), or the prediction's (filter P(lmcache_vllm.fleet.predicted_mamba_blocks#filter));
+        C(--max-num-seqs) is kept within M.
     type: raw
   check_names:
     description: Report role-prefixed variables that neither role knows (with the closest known name).

@@ -251,9 +251,8 @@ def cached_blocks(record, key):
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _raise_m_fix(host, blocks):
-    return ('host %s: vLLM can allocate %d Mamba cache blocks (M); raise M with %s, or set vllm_server_max_num_seqs '
-            'to at most %d' % (host, blocks, ' or '.join(RAISE_M), blocks))
+def _raise_m_fix(blocks):
+    return 'raise M with %s, or set vllm_server_max_num_seqs to at most %d' % (' or '.join(RAISE_M), blocks)
 
 
 def decide_max_num_seqs(host, explicit, mamba, default, full_cudagraphs=True):
@@ -277,7 +276,7 @@ def decide_max_num_seqs(host, explicit, mamba, default, full_cudagraphs=True):
     if explicit is not None:
         if explicit > blocks:
             problem = 'vllm_server_max_num_seqs=%d exceeds the %s Mamba cache blocks M=%d; %s' % (
-                explicit, source, blocks, _raise_m_fix(host, blocks))
+                explicit, source, blocks, _raise_m_fix(blocks))
             if known:
                 out['errors'].append(problem)
             else:
@@ -288,5 +287,5 @@ def decide_max_num_seqs(host, explicit, mamba, default, full_cudagraphs=True):
         out.update(value=blocks, clamped=True)
         out['warnings'].append('host %s: --max-num-seqs lowered from vLLM\'s default %d to the %s Mamba cache blocks '
                                'M=%d (vLLM refuses more); %s' % (host, default, source, blocks,
-                                                                 _raise_m_fix(host, blocks)))
+                                                                 _raise_m_fix(blocks)))
     return out
