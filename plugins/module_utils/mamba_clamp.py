@@ -275,8 +275,8 @@ def decide_max_num_seqs(host, explicit, mamba, default, full_cudagraphs=True):
         return out
     if explicit is not None:
         if explicit > blocks:
-            problem = 'vllm_server_max_num_seqs=%d exceeds the %s Mamba cache blocks M=%d; %s' % (
-                explicit, source, blocks, _raise_m_fix(blocks))
+            problem = 'host %s: vllm_server_max_num_seqs=%d exceeds the %s Mamba cache blocks M=%d; %s' % (
+                host, explicit, source, blocks, _raise_m_fix(blocks))
             if known:
                 out['errors'].append(problem)
             else:
