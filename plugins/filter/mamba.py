@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import json
+
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import mamba_clamp
 
 
@@ -35,6 +37,26 @@ def mamba_refusal(text):
     return mamba_clamp.parse_refusal(text)
 
 
+def mamba_cache_key(fingerprint, inputs):
+    """The key a reported M is cached under: the probe fingerprint plus the plan's ``derived.mamba_inputs``."""
+    inputs = inputs if isinstance(inputs, dict) else {}
+    return mamba_clamp.cache_key(fingerprint, inputs.get('gpu_memory_utilization'), inputs.get('max_model_len'),
+                                 inputs.get('kv_cache_dtype'), inputs.get('mamba_cache_dtype'),
+                                 inputs.get('mamba_ssm_cache_dtype'))
+
+
+def mamba_cached_blocks(record, key):
+    """``{'mamba_cache_blocks': M, 'source': 'cached'}`` from a cache record (a mapping or its JSON) whose key
+    matches, else null."""
+    if isinstance(record, str):
+        try:
+            record = json.loads(record)
+        except ValueError:
+            return None
+    blocks = mamba_clamp.cached_blocks(record, key)
+    return None if blocks is None else {'mamba_cache_blocks': blocks, 'source': 'cached'}
+
+
 class FilterModule:
     """lmcache_vllm.fleet Mamba cache filters."""
 
@@ -42,4 +64,6 @@ class FilterModule:
         return {
             'predicted_mamba_blocks': predicted_mamba_blocks,
             'mamba_refusal': mamba_refusal,
+            'mamba_cache_key': mamba_cache_key,
+            'mamba_cached_blocks': mamba_cached_blocks,
         }

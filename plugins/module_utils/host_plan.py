@@ -945,7 +945,9 @@ def _max_num_seqs(p, v, block, hybrid, prediction, mamba_blocks):
         shown = dict((k, mamba[k]) for k in ('mamba_cache_blocks', 'source', 'how', 'problem', 'kv_cache_gib',
                                              'weight_gib', 'weight_source', 'gpu_memory_source') if k in mamba)
         shown.update(clamped=decision['clamped'], vllm_default_max_num_seqs=default)
-    return {'max_num_seqs': decision['value'], 'mamba': shown}
+    inputs = {'gpu_memory_utilization': v['gpu_util'], 'max_model_len': v['max_len'], 'kv_cache_dtype': v['kv_dtype'],
+              'mamba_cache_dtype': v['mamba_dtype'], 'mamba_ssm_cache_dtype': v['ssm_dtype']}
+    return {'max_num_seqs': decision['value'], 'mamba': shown, 'mamba_inputs': inputs}
 
 
 def _n_inputs(cfg, v):
@@ -1199,6 +1201,7 @@ def _vllm_service(cfg, derived, v):
         'hf_home': hf_home,
         'read_write_paths': [home] + ([hf_home] if not str(hf_home).startswith(str(home).rstrip('/') + '/') else []),
         'fingerprint_path': '%s/%s.fingerprint' % (config_dir, name),
+        'mamba_cache_path': '%s/%s.mamba-blocks.json' % (config_dir, name),
         'health_url': 'http://%s:%s/health' % (url_host(cfg.get('vllm_server_host')), cfg.get('vllm_server_port')),
         'metrics_url': 'http://%s:%s/metrics' % (url_host(cfg.get('vllm_server_host')), cfg.get('vllm_server_port')),
         'start_timeout': as_int(cfg.get('vllm_server_start_timeout')) or 0,
