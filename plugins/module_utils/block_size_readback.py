@@ -48,10 +48,10 @@ def read_back(metrics_text, journal_text=None, hybrid=True, expected_ranks=1, pl
            'mamba_cache_mode': info.get('mamba_cache_mode') if info.get('mamba_cache_mode') not in (None, 'None') else None,
            'prefix_match_unit': _int(info.get('prefix_match_unit')), 'detail': ''}
     if metric_n is not None and not (hybrid and metric_n == UNALIGNED_BLOCK_SIZE):
-        out.update(n=metric_n, source='metric', detail='%s block_size=%d' % (CACHE_INFO, metric_n))
+        out.update(n=metric_n, source='metric', detail='%s block_size=%s' % (CACHE_INFO, metric_n))
         return out
     why = '%s is missing' % CACHE_INFO if metric_n is None else \
-        '%s reports block_size=%d for a hybrid model (a vLLM before the fix)' % (CACHE_INFO, metric_n)
+        '%s reports block_size=%s for a hybrid model (a vLLM before the fix)' % (CACHE_INFO, metric_n)
     if journal_text is None:
         out['detail'] = why
         return out
