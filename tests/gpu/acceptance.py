@@ -217,6 +217,46 @@ def cache_config_info(base):
     return {}
 
 
+def _mamba_clamp():
+    """The collection's own pure module (no Ansible import), loaded from this checkout."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "mamba_clamp", os.path.join(REPO, "plugins", "module_utils", "mamba_clamp.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def refused_start(vll, logs, timeout, baseline_mib=0):
+    """Start vLLM with vLLM's default --max-num-seqs (the unit's flag left out); when vLLM refuses with
+    "max_num_seqs (X) exceeds available Mamba cache blocks (M)", parse M with the collection's parser and
+    return the unit's argv with --max-num-seqs min(X, M), as the deploy's start path re-plans it."""
+    argv = list(vll["argv"])
+    if "--max-num-seqs" in argv:
+        i = argv.index("--max-num-seqs")
+        del argv[i:i + 2]
+    log = os.path.join(logs, "vllm-refused.log")
+    t0 = time.monotonic()
+    proc = g.start(argv, vll["run_env"], log, cwd=vll["working_directory"])
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(2)
+    left = g.stop(proc, timeout=60)
+    g.wait_gpu_released(baseline_mib, timeout=90)
+    with open(log, "rb") as fh:
+        refusal = _mamba_clamp().parse_refusal(fh.read().decode("utf-8", "replace"))
+    out = {"seconds": round(time.monotonic() - t0, 1), "exit": proc.returncode, "refusal": refusal, "leftovers": left}
+    if refusal:
+        value = min(refusal["max_num_seqs"], refusal["mamba_cache_blocks"])
+        out["restart_max_num_seqs"] = value
+        vll = dict(vll, argv=[a for a in vll["argv"]])
+        if "--max-num-seqs" in vll["argv"]:
+            vll["argv"][vll["argv"].index("--max-num-seqs") + 1] = str(value)
+        else:
+            vll["argv"] += ["--max-num-seqs", str(value)]
+    return vll, out
+
+
 def first_choice(data):
     ch = (data.get("choices") or [{}])[0]
     lp = ch.get("logprobs") or {}
@@ -341,6 +381,12 @@ def run(args):
         res["checks"]["lmcache_healthy"] = ok
         if not ok:
             raise RuntimeError("LMCache server not healthy")
+        if args.refusal_first:
+            vll, res["refusal_first"] = refused_start(vll, logs, args.health_timeout, baseline)
+            res["checks"]["refusal_parsed"] = bool(res["refusal_first"].get("refusal"))
+            res["mamba"]["unit_max_num_seqs"] = flag(vll["argv"], "--max-num-seqs")
+            if not res["checks"]["refusal_parsed"]:
+                raise RuntimeError("vLLM did not refuse the default max_num_seqs")
         t1 = time.monotonic()
         vll_proc = g.start(vll["argv"], vll["run_env"], os.path.join(logs, "vllm.log"), cwd=vll["working_directory"])
         ok = g.wait_http(base + "/health", args.health_timeout, [vll_proc, lmc_proc])
@@ -443,6 +489,9 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--lmcache-timeout", type=float, default=300)
     p.add_argument("--health-timeout", type=float, default=1200)
+    p.add_argument("--refusal-first", action="store_true",
+                   help="start vLLM first with its default --max-num-seqs, parse its Mamba cache refusal and start "
+                        "the unit again with --max-num-seqs min(default, M) (the deploy's re-plan path)")
     args = p.parse_args(argv)
     res = run(args)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
