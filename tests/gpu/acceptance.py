@@ -126,6 +126,83 @@ def flag(argv, name, default=None):
     return argv[argv.index(name) + 1] if name in argv else default
 
 
+LOG_FACTS = {
+    "weights_gib": r"Model loading took ([0-9.]+) GiB",
+    "kv_cache_memory_gib": r"Available KV cache memory: ([0-9.]+) GiB",
+    "kv_cache_tokens": r"GPU KV cache size: ([0-9,]+) tokens",
+    "block_size": r"Setting attention block size to (\d+) tokens",
+    "refused_mamba_cache_blocks": r"exceeds available Mamba cache blocks \((\d+)\)",
+}
+
+
+def log_facts(path):
+    """What vLLM's log says about memory, N and M (the last value of each)."""
+    import re
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return {}
+    out = {}
+    for key, pattern in LOG_FACTS.items():
+        found = re.findall(pattern, text)
+        if found:
+            out[key] = found[-1].replace(",", "")
+    return out
+
+
+def cache_config_info(base):
+    """The labels of vLLM's vllm:cache_config_info metric (block_size, num_gpu_blocks, ...)."""
+    import re
+    status, text = g.http("GET", base + "/metrics", timeout=10)
+    if status != 200:
+        return {}
+    for line in (text if isinstance(text, str) else text.decode("utf-8", "replace")).splitlines():
+        if line.startswith("vllm:cache_config_info{"):
+            return dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
+    return {}
+
+
+def _mamba_clamp():
+    """The collection's own pure module (no Ansible import), loaded from this checkout."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "mamba_clamp", os.path.join(REPO, "plugins", "module_utils", "mamba_clamp.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def refused_start(vll, logs, timeout, baseline_mib=0):
+    """Start vLLM with vLLM's default --max-num-seqs (the unit's flag left out); when vLLM refuses with
+    "max_num_seqs (X) exceeds available Mamba cache blocks (M)", parse M with the collection's parser and
+    return the unit's argv with --max-num-seqs min(X, M), as the deploy's start path re-plans it."""
+    argv = list(vll["argv"])
+    if "--max-num-seqs" in argv:
+        i = argv.index("--max-num-seqs")
+        del argv[i:i + 2]
+    log = os.path.join(logs, "vllm-refused.log")
+    t0 = time.monotonic()
+    proc = g.start(argv, vll["run_env"], log, cwd=vll["working_directory"])
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(2)
+    left = g.stop(proc, timeout=60)
+    g.wait_gpu_released(baseline_mib, timeout=90)
+    with open(log, "rb") as fh:
+        refusal = _mamba_clamp().parse_refusal(fh.read().decode("utf-8", "replace"))
+    out = {"seconds": round(time.monotonic() - t0, 1), "exit": proc.returncode, "refusal": refusal, "leftovers": left}
+    if refusal:
+        value = min(refusal["max_num_seqs"], refusal["mamba_cache_blocks"])
+        out["restart_max_num_seqs"] = value
+        vll = dict(vll, argv=[a for a in vll["argv"]])
+        if "--max-num-seqs" in vll["argv"]:
+            vll["argv"][vll["argv"].index("--max-num-seqs") + 1] = str(value)
+        else:
+            vll["argv"] += ["--max-num-seqs", str(value)]
+    return vll, out
+
+
 def first_choice(data):
     ch = (data.get("choices") or [{}])[0]
     lp = ch.get("logprobs") or {}
@@ -211,6 +288,17 @@ def run(args):
         for u in res["units"].values():
             if k in u["env"]:
                 u["env"][k] = "<redacted>"
+    try:
+        with open(os.path.join(root, "plan.json")) as fh:
+            planned = json.load(fh)
+    except (OSError, ValueError):
+        planned = {}
+    derived = planned.get("derived") or {}
+    res["inputs"] = {k: host_vars.get(k) for k in ("vllm_server_gpu_memory_utilization", "vllm_server_max_num_seqs",
+                                                    "vllm_server_max_model_len", "vllm_server_gpu_architecture",
+                                                    "vllm_server_version", "vllm_server_lmcache_version")}
+    res["mamba"] = {"plan": derived.get("mamba"), "unit_max_num_seqs": flag(vll["argv"], "--max-num-seqs"),
+                    "plan_warnings": [w for w in planned.get("warnings") or [] if "Mamba" in w]}
     chunk = int(flag(lmc["argv"], "--chunk-size"))
     mnbt = int(flag(vll["argv"], "--max-num-batched-tokens"))
     res["checks"]["chunk_size_multiple_of_N"] = chunk % n == 0
@@ -239,6 +327,12 @@ def run(args):
         res["checks"]["lmcache_healthy"] = ok
         if not ok:
             raise RuntimeError("LMCache server not healthy")
+        if args.refusal_first:
+            vll, res["refusal_first"] = refused_start(vll, logs, args.health_timeout, baseline)
+            res["checks"]["refusal_parsed"] = bool(res["refusal_first"].get("refusal"))
+            res["mamba"]["unit_max_num_seqs"] = flag(vll["argv"], "--max-num-seqs")
+            if not res["checks"]["refusal_parsed"]:
+                raise RuntimeError("vLLM did not refuse the default max_num_seqs")
         t1 = time.monotonic()
         vll_proc = g.start(vll["argv"], vll["run_env"], os.path.join(logs, "vllm.log"), cwd=vll["working_directory"])
         ok = g.wait_http(base + "/health", args.health_timeout, [vll_proc, lmc_proc])
@@ -246,6 +340,12 @@ def run(args):
         res["checks"]["vllm_healthy"] = ok
         if not ok:
             raise RuntimeError("vLLM not healthy (rc=%s)" % vll_proc.poll())
+
+        info = cache_config_info(base)
+        res["mamba"]["cache_config_info"] = info
+        if info.get("num_gpu_blocks") not in (None, "", "None") and res["mamba"]["unit_max_num_seqs"]:
+            res["mamba"]["M"] = int(info["num_gpu_blocks"])
+            res["checks"]["max_num_seqs_within_M"] = int(res["mamba"]["unit_max_num_seqs"]) <= res["mamba"]["M"]
 
         # 5. The same long prompt twice around a reset of vLLM's own prefix cache.
         prompt = g.prompt_text(args.prompt_blocks * n + n // 3, seed=args.seed)
@@ -313,6 +413,8 @@ def run(args):
         res["gpu_memory_after_mib"] = released
         res["checks"]["nothing_left_running"] = not left and not stray
         res["checks"]["gpu_memory_released"] = released is not None and released <= baseline + 1024
+        if "mamba" in res:
+            res["mamba"]["vllm_log"] = log_facts(os.path.join(logs, "vllm.log"))
         for name in ("lmcache-server.log", "vllm.log"):
             res.setdefault("log_tails", {})[name] = g.tail(os.path.join(logs, name), 30)
     res["result"] = "pass" if res["checks"] and all(res["checks"].values()) and "error" not in res else "fail"
@@ -333,6 +435,9 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--lmcache-timeout", type=float, default=300)
     p.add_argument("--health-timeout", type=float, default=1200)
+    p.add_argument("--refusal-first", action="store_true",
+                   help="start vLLM first with its default --max-num-seqs, parse its Mamba cache refusal and start "
+                        "the unit again with --max-num-seqs min(default, M) (the deploy's re-plan path)")
     args = p.parse_args(argv)
     res = run(args)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

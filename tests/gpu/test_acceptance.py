@@ -31,3 +31,11 @@ def test_units_serve_with_lmcache_hits(tmp_path, model):
                           "--workdir", str(tmp_path / "work")])
     res = json.loads(out.read_text())
     assert rc == 0, json.dumps({k: res.get(k) for k in ("checks", "error", "reason")}, indent=1)
+
+
+def test_log_facts_read_the_recorded_27b_log():
+    log = os.path.join(REPO, "benchmarks", "results", "gpu-clamp-27b-20261201T1510-logs", "vllm-gmu060.log")
+    facts = acceptance.log_facts(log)
+    assert facts == {"weights_gib": "50.22", "kv_cache_memory_gib": "29.99", "kv_cache_tokens": "379866",
+                     "block_size": "784"}
+    assert acceptance.log_facts(os.path.join(REPO, "no-such-log")) == {}
