@@ -21,7 +21,7 @@ MODEL = os.path.join(REPO_ROOT, 'tests', 'fixtures', 'models', 'qwen35-tiny')
 def test_check_mode_previews_a_first_deploy(runner, tmp_path):
     root = tmp_path / 'host'
     root.mkdir()
-    host = local_host(root, vllm_server_model=MODEL, vllm_server_served_model_name='tiny', vllm_server_kv_connector=False,
+    host = local_host(root, vllm_server_model=MODEL, vllm_server_hybrid=True, vllm_server_served_model_name='tiny', vllm_server_kv_connector=False,
                       vllm_server_os_packages=[], lmcache_server_os_packages=[])
     inventory = write_inventory(tmp_path, {'localhost': host})
 
