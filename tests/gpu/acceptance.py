@@ -195,7 +195,7 @@ def refused_start(vll, logs, timeout, baseline_mib=0):
     if refusal:
         value = min(refusal["max_num_seqs"], refusal["mamba_cache_blocks"])
         out["restart_max_num_seqs"] = value
-        vll = dict(vll, argv=[a for a in vll["argv"]])
+        vll = dict(vll, argv=list(vll["argv"]))
         if "--max-num-seqs" in vll["argv"]:
             vll["argv"][vll["argv"].index("--max-num-seqs") + 1] = str(value)
         else:
@@ -294,9 +294,9 @@ def run(args):
     except (OSError, ValueError):
         planned = {}
     derived = planned.get("derived") or {}
-    res["inputs"] = {k: host_vars.get(k) for k in ("vllm_server_gpu_memory_utilization", "vllm_server_max_num_seqs",
-                                                    "vllm_server_max_model_len", "vllm_server_gpu_architecture",
-                                                    "vllm_server_version", "vllm_server_lmcache_version")}
+    names = ("vllm_server_gpu_memory_utilization", "vllm_server_max_num_seqs", "vllm_server_max_model_len",
+             "vllm_server_gpu_architecture", "vllm_server_version", "vllm_server_lmcache_version")
+    res["inputs"] = {k: host_vars.get(k) for k in names}
     res["mamba"] = {"plan": derived.get("mamba"), "unit_max_num_seqs": flag(vll["argv"], "--max-num-seqs"),
                     "plan_warnings": [w for w in planned.get("warnings") or [] if "Mamba" in w]}
     chunk = int(flag(lmc["argv"], "--chunk-size"))

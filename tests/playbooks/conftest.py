@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleet_playbook_helpers import PlaybookRunner, collections_tree, fake_hf_home
+from fleet_collection import collections_tree
+from fleet_playbook_helpers import PlaybookRunner, fake_hf_home
 
 
 @pytest.fixture(scope='session')

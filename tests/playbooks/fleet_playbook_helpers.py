@@ -22,7 +22,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from fleet_collection import REPO_ROOT, collections_tree  # noqa: E402  # pylint: disable=wrong-import-position
+from fleet_collection import REPO_ROOT  # noqa: E402  # pylint: disable=wrong-import-position
 MODELS = os.path.join(REPO_ROOT, 'tests', 'fixtures', 'models')
 EXAMPLE = os.path.join(REPO_ROOT, 'inventories', 'example')
 COMMIT = '0123456789abcdef0123456789abcdef01234567'

@@ -50,7 +50,7 @@ def test_parse_refusal_takes_the_last_and_ignores_other_text():
 
 
 def test_blocks_from_the_measured_kv_memory_is_604(big):
-    _, pred = big
+    pred = big[1]
     assert pred['block_size'] == 784
     attention, mamba = mamba_clamp.layer_counts(config('qwen3.6-27b')['text_config'])
     assert (attention, mamba) == (16, 48)
@@ -68,7 +68,7 @@ def test_group_size_follows_vllm():
 
 
 def test_weights_from_the_parameter_count_match_the_measured_load(big):
-    cfg, _ = big
+    cfg = big[0]
     weights, source = mamba_clamp.weight_bytes(cfg)
     assert 'parameter count' in source
     # vLLM logged "Model loading took 50.22 GiB" (dummy weights, --language-model-only).
@@ -76,7 +76,7 @@ def test_weights_from_the_parameter_count_match_the_measured_load(big):
 
 
 def test_weights_from_a_safetensors_index(tmp_path, big):
-    cfg, _ = big
+    cfg = big[0]
     (tmp_path / 'model.safetensors.index.json').write_text(json.dumps({'metadata': {'total_size': 55_000_000_000}}))
     assert mamba_clamp.weight_bytes(cfg, str(tmp_path)) == (55_000_000_000, 'safetensors index metadata.total_size')
 

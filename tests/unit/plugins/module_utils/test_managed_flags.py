@@ -22,7 +22,8 @@ VLLM = vllm_cli_table.TABLE
 LMCACHE = lmcache_cli_table.TABLE
 
 
-def dests(arg, table=VLLM):
+def dests(arg, table=None):
+    table = VLLM if table is None else table
     return sorted(set(table['options'][option][0] for option in mf.reached(arg, table)))
 
 
