@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleet_collection import collections_tree
-from fleet_playbook_helpers import PlaybookRunner, fake_hf_home
+from fleet_playbook_helpers import PlaybookRunner, fake_hf_home  # first: puts tests/ on sys.path
+from fleet_collection import collections_tree  # noqa: E402  # pylint: disable=wrong-import-order
 
 
 @pytest.fixture(scope='session')
