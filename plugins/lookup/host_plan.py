@@ -71,6 +71,7 @@ from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import VARIABLE_RE, plan_host
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.ownership import FLEET_PATHS
 
 KINDS = (None, 'expected', 'predicted', 'probed')
 
@@ -81,7 +82,7 @@ class LookupModule(LookupBase):
         if variables is None:
             raise AnsibleLookupError('host_plan needs the task variables')
         self.set_options(var_options=variables, direct=kwargs)
-        names = sorted(name for name in variables if VARIABLE_RE.match(name))
+        names = sorted(name for name in variables if VARIABLE_RE.match(name) or name in FLEET_PATHS)
         values = self._templar.template([variables[name] for name in names])
         settings = dict(zip(names, values))
         n_kind = self.get_option('n_kind')

@@ -34,6 +34,7 @@ import os
 import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
 
 ROLES = ('lmcache_server', 'vllm_server')
@@ -364,9 +365,14 @@ class _Plan:
         return value
 
     def path(self, name):
-        return self.string(name, SAFE_PATH_RE, 'an absolute path of plain characters',
-                           'use an absolute path of letters, digits and ._+@/- (no spaces, no ..)', empty=False) \
+        value = self.string(name, SAFE_PATH_RE, 'an absolute path of plain characters',
+                            'use an absolute path of letters, digits and ._+@/- (no spaces, no ..)', empty=False) \
             if '/../' not in '%s/' % (self.get(name) or '') else self._dotdot(name)
+        problem = ownership.path_problem(value, ownership.path_example(name)) if value else None
+        if problem:
+            self.error(name, value, *problem)
+            return None
+        return value
 
     def _dotdot(self, name):
         self.error(name, self.get(name), 'contains ..', 'use an absolute path without ..')
@@ -660,6 +666,7 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     ``False`` skips the check).
     """
     cfg = role_defaults() if defaults is None else dict(defaults)
+    cfg.update(ownership.FLEET_PATHS)
     cfg.update(dict(settings or {}))
     cfg = _resolve(cfg)
     p = _Plan(host, cfg)
@@ -845,8 +852,12 @@ def _names_and_paths(p):
         p.string(name, ACCOUNT_RE, 'a system account name', 'use lower-case letters, digits, _ and - (e.g. vllm)', empty=False)
     for name in ('lmcache_server_venv', 'lmcache_server_home', 'lmcache_server_config_dir', 'lmcache_server_venvs_dir',
                  'vllm_server_venv', 'vllm_server_home', 'vllm_server_config_dir', 'vllm_server_hf_home',
-                 'vllm_server_venvs_dir'):
+                 'vllm_server_venvs_dir') + tuple(ownership.FLEET_PATHS):
         p.path(name)
+    for name in ('lmcache_server_service_name', 'vllm_server_service_name'):
+        problem = None if name in p.failed else ownership.unit_name_problem(p.get(name))
+        if problem:
+            p.error(name, p.get(name), *problem)
     for name in ('lmcache_server_host', 'lmcache_server_http_host', 'vllm_server_host'):
         p.string(name, what='an address', empty=False, fix='use an IP address such as 127.0.0.1')
     p.string('vllm_server_lmcache_host', what='an address', empty=False, fix='use the LMCache server\'s address')
@@ -995,6 +1006,8 @@ def _assemble(p, v, lm_values, derived, n_inputs, expected):
             'group': cfg.get('vllm_server_group'),
         },
         'files': [lm['unit_path'], lm['env_path'], vl['unit_path'], vl['env_path'], vl['fingerprint_path']],
+        # What the deploy creates on the host (the fleet_ownership module claims it, remove.yml deletes it).
+        'ownership': ownership.candidates(lm, vl, *(cfg.get(name) for name in ownership.FLEET_PATHS)),
         'rendered': [
             {'role': 'lmcache_server', 'template': 'lmcache-server.service.j2', 'dest': lm['unit_path'], 'mode': '0644'},
             {'role': 'lmcache_server', 'template': 'lmcache-server.env.j2', 'dest': lm['env_path'], 'mode': '0600'},
@@ -1052,6 +1065,7 @@ def _unit_common(name, cfg, prefix):
         'enabled': as_bool(cfg.get('%s_service_enabled' % prefix)) is not False,
         'unit_verify': as_bool(cfg.get('%s_unit_verify' % prefix)) is not False,
         'hardening': list(HARDENING),
+        'marker': ownership.UNIT_MARKER,
     }
 
 
