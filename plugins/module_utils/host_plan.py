@@ -842,6 +842,12 @@ def _lmcache_values(p, hybrid):
 
 
 def _names_and_paths(p):
+    before = len(p.errors)
+    _names_and_paths_checks(p)
+    p.ownership_errors = p.errors[before:]
+
+
+def _names_and_paths_checks(p):
     for name in ('lmcache_server_service_name', 'vllm_server_service_name', 'vllm_server_lmcache_service_name'):
         p.string(name, SERVICE_NAME_RE, 'a unit name', 'use letters, digits and _.:- (for example vllm)', empty=False)
     if p.get('lmcache_server_service_name') == p.get('vllm_server_service_name'):
@@ -1007,6 +1013,8 @@ def _assemble(p, v, lm_values, derived, n_inputs, expected):
         },
         'files': [lm['unit_path'], lm['env_path'], vl['unit_path'], vl['env_path'], vl['fingerprint_path']],
         # What the deploy creates on the host (the fleet_ownership module claims it, remove.yml deletes it).
+        'manifest_path': cfg.get('fleet_manifest_path'),
+        'ownership_errors': p.ownership_errors,
         'ownership': ownership.candidates(lm, vl, *(cfg.get(name) for name in ownership.FLEET_PATHS)),
         'rendered': [
             {'role': 'lmcache_server', 'template': 'lmcache-server.service.j2', 'dest': lm['unit_path'], 'mode': '0644'},
