@@ -247,12 +247,14 @@ def _adoptable(entry, obs, context):
         return obs.get('type') == 'file' and (UNIT_MARKER in head or LEGACY_UNIT_LINE in head)
     if kind == 'env':
         return obs.get('type') == 'file' and (LEGACY_ENV_LINE % ('%s.service' % entry.get('unit'))) in head
+    if kind == 'venv':
+        return obs.get('type') == 'dir' and bool(obs.get('venv_signature'))
+    if not context.get('legacy_host'):
+        return False  # the files below are adopted only beside a unit the collection rendered
     if kind == 'fingerprint':
         return obs.get('type') == 'file' and re.match(r'^[0-9a-f]{16,128}\s*$', head) is not None
     if kind == 'probe_cache':
         return obs.get('type') == 'file' and obs.get('uid') == 0 and _json_object(head)
-    if kind == 'venv':
-        return obs.get('type') == 'dir' and bool(obs.get('venv_signature'))
     if kind == 'backup_dir':
         return obs.get('type') == 'dir' and obs.get('uid') == 0 and set(obs.get('entries') or []) <= set(
             context.get('backup_names') or [])
@@ -273,7 +275,8 @@ def classify(host, entry, obs, manifest, context):
     """(status, problem): status is absent, ours, adopt, use or foreign; problem the refusal when foreign.
 
     ``obs`` is what the host holds at the entry (see the module's ``observe``); ``context`` holds
-    ``own_users`` (users in the manifest or adopted) and ``backup_names``.
+    ``own_users`` (users in the manifest or adopted), ``user_gids``, ``backup_names`` and ``legacy_host``
+    (a unit of the host is the collection's: its fingerprint, probe cache and rollback copies are adopted too).
     """
     kind = entry['kind']
     if kind in ('user', 'group'):
