@@ -247,8 +247,8 @@ def _adoptable(entry, obs, context):
         return obs.get('type') == 'file' and (UNIT_MARKER in head or LEGACY_UNIT_LINE in head)
     if kind == 'env':
         return obs.get('type') == 'file' and (LEGACY_ENV_LINE % ('%s.service' % entry.get('unit'))) in head
-    if kind == 'venv':
-        return obs.get('type') == 'dir' and bool(obs.get('venv_signature'))
+    if kind == 'venv':  # a per-version venv the collection named; one given by path may be the operator's
+        return obs.get('type') == 'dir' and bool(obs.get('venv_signature')) and entry['variable'].endswith('_venvs_dir')
     if not context.get('legacy_host'):
         return False  # the files below are adopted only beside a unit the collection rendered
     if kind == 'fingerprint':
@@ -308,13 +308,19 @@ def _unit_elsewhere(entry, obs):
             % (entry['value'], fragment or load))
 
 
+def _root_only_dir(obs):
+    return obs.get('type') == 'dir' and obs.get('uid') == 0 and not obs.get('mode', 0) & 0o022
+
+
 def _not_ours(host, entry, obs):
     kind = entry['kind']
     if kind in ('venvs_dir', 'config_dir', 'backup_parent', 'manifest_dir'):
-        if obs.get('type') == 'dir' and obs.get('uid') == 0 and not (obs.get('mode', 0) & 0o022):
+        if _root_only_dir(obs):
             return 'use', None
         return 'foreign', _sentence(host, entry, '%sexists but is not a directory of root that only root may write to'
                                     % _where(entry), 'choose a directory of its own (the collection never chowns one)')
+    if kind == 'venv' and entry['variable'].endswith('_venv') and _root_only_dir(obs) and obs.get('pyvenv_cfg'):
+        return 'use', None  # the virtualenv the operator named: installed into, never removed
     if kind in ('home', 'lmcache_home', 'hf_home', 'cache'):
         if obs.get('type') == 'dir' and obs.get('owner') == entry.get('user'):
             return 'use', None

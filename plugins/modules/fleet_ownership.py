@@ -192,6 +192,7 @@ def observe(module, entry):
     if kind == 'dir' and entry['kind'] == 'venv':
         signature = os.path.join(entry['path'], own.VENV_SIGNATURE)
         obs['venv_signature'] = os.path.isfile(signature) and not os.path.islink(signature)
+        obs['pyvenv_cfg'] = os.path.isfile(os.path.join(entry['path'], 'pyvenv.cfg'))
     if kind == 'dir' and entry['kind'] == 'backup_dir':
         obs['entries'] = sorted(os.listdir(entry['path']))
     return obs
@@ -318,7 +319,7 @@ def remove(module, host, entries, manifest, params):
     return removed, [line for line in left if line]
 
 
-_NAMED_WHEN_USED = ('user', 'home', 'lmcache_home', 'hf_home', 'cache')
+_NAMED_WHEN_USED = ('user', 'venv', 'home', 'lmcache_home', 'hf_home', 'cache')
 
 
 def _remove_all(module, plan):
