@@ -849,6 +849,10 @@ def _names_and_paths(p):
 
 def _names_and_paths_checks(p):
     for name in ('lmcache_server_service_name', 'vllm_server_service_name', 'vllm_server_lmcache_service_name'):
+        problem = ownership.unit_name_problem(p.get(name))
+        if problem:
+            p.error(name, p.get(name), *problem)
+            continue
         p.string(name, SERVICE_NAME_RE, 'a unit name', 'use letters, digits and _.:- (for example vllm)', empty=False)
     if p.get('lmcache_server_service_name') == p.get('vllm_server_service_name'):
         p.error('vllm_server_service_name', p.get('vllm_server_service_name'),
@@ -860,10 +864,6 @@ def _names_and_paths_checks(p):
                  'vllm_server_venv', 'vllm_server_home', 'vllm_server_config_dir', 'vllm_server_hf_home',
                  'vllm_server_venvs_dir') + tuple(ownership.FLEET_PATHS):
         p.path(name)
-    for name in ('lmcache_server_service_name', 'vllm_server_service_name'):
-        problem = None if name in p.failed else ownership.unit_name_problem(p.get(name))
-        if problem:
-            p.error(name, p.get(name), *problem)
     for name in ('lmcache_server_host', 'lmcache_server_http_host', 'vllm_server_host'):
         p.string(name, what='an address', empty=False, fix='use an IP address such as 127.0.0.1')
     p.string('vllm_server_lmcache_host', what='an address', empty=False, fix='use the LMCache server\'s address')
