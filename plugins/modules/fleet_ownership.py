@@ -278,6 +278,8 @@ def classify_all(module, host, entries, manifest, backup_names):
 def _remove_one(module, entry, how):
     path = entry['path']
     if how == 'account':
+        if not _account(entry)['exists']:
+            return False  # userdel took the user's own group with it
         command = 'userdel' if entry['kind'] == 'user' else 'groupdel'
         rc, _out, err = module.run_command([module.get_bin_path(command, required=True), path])
         return rc == 0 or module.fail_json(msg='%s %s failed: %s' % (command, path, err.strip()))
@@ -304,7 +306,7 @@ def remove(module, host, entries, manifest, params):
             if status == 'foreign' or (status == 'use' and e['kind'] in _NAMED_WHEN_USED)]
     plan = own.removal(working, observed, params['remove_caches'], params['remove_models'], params['remove_users'])
     removed = _remove_all(module, plan)
-    remaining = dict((k, e) for k, e in working.items() if k not in removed and (observed.get(k) or {}).get('exists'))
+    remaining = dict((k, e) for k, e in working.items() if k not in removed and _exists(e))
     if module.check_mode:
         return removed, [line for line in left if line]
     if remaining and all(own.REMOVE_WHEN[e['kind']] == 'empty' for e in remaining.values()):
@@ -330,6 +332,10 @@ def _remove_all(module, plan):
         if module.check_mode or _remove_one(module, entry, how):
             removed.append(own.key_of(entry))
     return removed
+
+
+def _exists(entry):
+    return _account(entry)['exists'] if entry['kind'] in ('user', 'group') else os.path.lexists(entry['path'])
 
 
 def _empty_after(entry, plan, removed):
