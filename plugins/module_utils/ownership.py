@@ -249,6 +249,9 @@ def _adoptable(entry, obs, context):
         return obs.get('type') == 'file' and (LEGACY_ENV_LINE % ('%s.service' % entry.get('unit'))) in head
     if kind == 'venv':  # a per-version venv the collection named; one given by path may be the operator's
         return obs.get('type') == 'dir' and bool(obs.get('venv_signature')) and entry['variable'].endswith('_venvs_dir')
+    if kind in ('home', 'lmcache_home', 'hf_home', 'cache'):
+        return obs.get('type') == 'dir' and obs.get('owner') == entry.get('user') and \
+            entry.get('user') in context.get('own_users', ())
     if not context.get('legacy_host'):
         return False  # the files below are adopted only beside a unit the collection rendered
     if kind == 'fingerprint':
@@ -258,9 +261,6 @@ def _adoptable(entry, obs, context):
     if kind == 'backup_dir':
         return obs.get('type') == 'dir' and obs.get('uid') == 0 and set(obs.get('entries') or []) <= set(
             context.get('backup_names') or [])
-    if kind in ('home', 'lmcache_home', 'hf_home', 'cache'):
-        return obs.get('type') == 'dir' and obs.get('owner') == entry.get('user') and \
-            entry.get('user') in context.get('own_users', ())
     return False
 
 
