@@ -361,8 +361,12 @@ def removal(entries, observed, remove_caches=False, remove_models=False, remove_
     allowed = {'always': True, 'empty': True, 'caches': remove_caches, 'models': remove_models,
                'caches+models': remove_caches and remove_models, 'users': remove_users}
     plan = []
-    ordered = sorted(entries.values(), key=lambda e: (_ORDER.index(e['kind']) if e['kind'] in _ORDER else len(_ORDER),
-                                                       -e['path'].count('/'), e['path']))
+
+    def order(entry):
+        return (_ORDER.index(entry['kind']) if entry['kind'] in _ORDER else len(_ORDER), -entry['path'].count('/'),
+                entry['path'])
+
+    ordered = sorted(entries.values(), key=order)
     for entry in ordered:
         obs = observed.get(key_of(entry)) or {}
         if not allowed[REMOVE_WHEN[entry['kind']]] or not obs.get('exists') or obs.get('link'):

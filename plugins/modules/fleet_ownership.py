@@ -121,7 +121,6 @@ left:
   elements: str
 """
 
-import json
 import os
 import shutil
 import stat
@@ -352,8 +351,8 @@ def _left(host, entry, obs):
         return None
     if entry['kind'] == 'user':
         return ('host %s: user %s is left in place (home %s, shell %s, uid %s): the collection did not create it; '
-                'remove it yourself if it is no longer needed' % (host, entry['path'], obs.get('home'),
-                                                                   obs.get('shell'), obs.get('uid')))
+                'remove it yourself if it is no longer needed'
+                % (host, entry['path'], obs.get('home'), obs.get('shell'), obs.get('uid')))
     if entry['kind'] == 'group':
         return None
     return 'host %s: %s is left in place: the collection did not create it (%s)' % (host, entry['path'], entry['variable'])
@@ -382,10 +381,12 @@ def main():
         keys = [p for p in params['paths'] if p in manifest]
         if keys and not module.check_mode:
             write_manifest(params['manifest'], own.forget(manifest, keys))
-        module.exit_json(**dict(result, changed=bool(keys), removed=keys))
+        result.update(changed=bool(keys), removed=keys)
+        module.exit_json(**result)
     if params['state'] == 'absent':
         removed, left = remove(module, host, entries, manifest, params)
-        module.exit_json(**dict(result, changed=bool(removed), removed=removed, left=left))
+        result.update(changed=bool(removed), removed=removed, left=left)
+        module.exit_json(**result)
     classified, observed = classify_all(module, host, entries, manifest, params['backup_names'])
     result['status'] = dict((own.key_of(e), status) for e, status, _p in classified)
     result['problems'] = [problem for _e, _s, problem in classified if problem]
