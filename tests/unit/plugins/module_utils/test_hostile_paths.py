@@ -125,10 +125,10 @@ def test_legal_paths_and_names_pass(overrides):
 
 
 def test_every_table_entry_is_normal_and_absolute():
-    for path in ownership.SYSTEM_DIRECTORIES:
-        assert path.startswith('/') and (path == '/' or ownership.path_problem(path + '/x', '/opt/x') is None
-                                          or not ownership.SYSTEM_DIRECTORIES[path]), path
+    for path, packages_inside in ownership.SYSTEM_DIRECTORIES.items():
         assert ownership.path_problem(path, '/opt/x')[0] == 'is the system directory %s' % path
+        child = ownership.path_problem(path.rstrip('/') + '/fleet-x', '/opt/x')
+        assert (child is None) == packages_inside, (path, child)
 
 
 def test_the_defaults_are_outside_the_table():

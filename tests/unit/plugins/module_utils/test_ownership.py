@@ -243,16 +243,16 @@ def test_a_group_is_adopted_with_its_user_only():
 
 def _removal(**flags):
     entries = dict((own.key_of(e), e) for e in plan()['ownership'])
-    observed = dict((key, dict(DIR_ROOT, type='dir' if e['kind'] not in ('unit', 'env', 'fingerprint', 'probe_cache')
-                                     else 'file')) for key, e in entries.items())
+    files = ('unit', 'env', 'fingerprint', 'probe_cache')
+    observed = dict((key, dict(DIR_ROOT, type='file' if e['kind'] in files else 'dir')) for key, e in entries.items())
     return [(own.key_of(e), how) for e, how in own.removal(entries, observed, **flags)]
 
 
 def test_removal_keeps_caches_models_and_homes_unless_asked():
     kinds = dict((own.key_of(e), e['kind']) for e in plan()['ownership'])
     default = _removal()
-    assert set(kinds[k] for k, _how in default) == {'unit', 'env', 'fingerprint', 'backup_dir', 'venv', 'venvs_dir',
-                                                     'config_dir', 'backup_parent', 'user', 'group'}
+    assert set(kinds[k] for k, _how in default) == {
+        'unit', 'env', 'fingerprint', 'backup_dir', 'venv', 'venvs_dir', 'config_dir', 'backup_parent', 'user', 'group'}
     assert set(kinds[k] for k, _h in _removal(remove_caches=True)) - set(kinds[k] for k, _h in default) == {
         'probe_cache', 'cache', 'lmcache_home'}
     assert set(kinds[k] for k, _h in _removal(remove_models=True)) - set(kinds[k] for k, _h in default) == {'hf_home'}
