@@ -191,6 +191,9 @@ def key_of(entry):
 
 # --------------------------------------------------------------------------- the manifest
 
+MANIFEST_FIELDS = ('kind', 'path', 'variable', 'value', 'role', 'unit', 'user', 'home')
+
+
 def parse_manifest(text):
     """The manifest's entries ``{key: entry}`` from its JSON text (empty text: none). Raises ValueError."""
     if not text or not text.strip():
@@ -204,14 +207,15 @@ def parse_manifest(text):
             raise ValueError('entry %s is not one the collection writes' % json.dumps(key))
         if key != key_of(entry):
             raise ValueError('entry %s does not match its path' % json.dumps(key))
+        entry.setdefault('variable', '?')
+        entry.setdefault('value', entry['path'])
         entries[key] = entry
     return entries
 
 
 def dump_manifest(entries):
     """The manifest's JSON text (stable order, so an unchanged manifest is rewritten identically)."""
-    kept = dict((key, dict((k, v) for k, v in entry.items() if k in ('kind', 'path', 'variable', 'role')))
-                for key, entry in entries.items())
+    kept = dict((key, dict((k, v) for k, v in entry.items() if k in MANIFEST_FIELDS)) for key, entry in entries.items())
     return json.dumps({'collection': COLLECTION, 'version': MANIFEST_VERSION, 'entries': kept},
                       indent=1, sort_keys=True) + '\n'
 

@@ -177,7 +177,8 @@ def observe(module, entry):
     """What the host holds at one entry (never following a symbolic link)."""
     if entry['kind'] in ('user', 'group'):
         return _account(entry)
-    obs = _unit_state(module, entry['value']) if entry['kind'] == 'unit' else {}
+    name = os.path.basename(entry['path'])[:-len('.service')]
+    obs = _unit_state(module, name) if entry['kind'] == 'unit' else {}
     try:
         found = os.lstat(entry['path'])
     except OSError:

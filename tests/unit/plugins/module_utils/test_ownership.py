@@ -70,8 +70,7 @@ def test_manifest_round_trip_and_claims():
     claimed = own.claim({}, classified)
     assert sorted(e['kind'] for e in claimed.values()) == ['env', 'env', 'unit', 'unit']
     text = own.dump_manifest(claimed)
-    assert own.parse_manifest(text) == dict((k, dict((f, e[f]) for f in ('kind', 'path', 'variable', 'role')))
-                                            for k, e in claimed.items())
+    assert own.parse_manifest(text) == claimed
     assert own.dump_manifest(own.parse_manifest(text)) == text
     assert own.forget(claimed, ['/etc/systemd/system/vllm.service']).keys() == \
         set(claimed) - {'/etc/systemd/system/vllm.service'}
