@@ -348,6 +348,10 @@ def _empty_after(entry, plan, removed):
 
 
 def _left(host, entry, obs):
+    if entry['kind'] == 'unit' and obs.get('load_state') not in (None, '', 'not-found') and \
+            obs.get('fragment_path') != entry['path']:
+        return 'host %s: the unit %s.service (%s) is left in place: the collection did not create it (%s)' % (
+            host, entry['value'], obs.get('fragment_path') or obs.get('load_state'), entry['variable'])
     if not obs.get('exists'):
         return None
     if entry['kind'] == 'user':
