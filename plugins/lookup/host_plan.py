@@ -16,6 +16,10 @@ description:
     (N, chunk size, max-num-batched-tokens, ...), the LMCache and vLLM argv lists with their environments and the
     unit file fields already escaped for systemd (C(lmcache), C(vllm)), the probe module's arguments (C(probe)),
     the inputs of N (C(n_inputs)) and the files a rollback restores (C(files)).
+  - It also reads the deploy's own paths C(fleet_backup_dir), C(fleet_probe_cache_path) and C(fleet_manifest_path)
+    (checked like the roles' paths) and lists in C(ownership) every unit, file, directory, user and group a deploy
+    creates on the host (what the C(lmcache_vllm.fleet.fleet_ownership) module claims and C(remove.yml) deletes),
+    with C(ownership_errors), the path and unit-name problems among C(errors).
   - Every playbook and role of the collection takes its values from this plan; templates only place them.
   - Secrets (C(vllm_server_api_key), C(vllm_server_hf_token)) appear only under C(vllm.env_file) and
     C(vllm.env_file_lines); register the result with C(no_log).
