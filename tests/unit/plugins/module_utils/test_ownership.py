@@ -54,11 +54,14 @@ def test_the_plan_lists_everything_a_deploy_creates_once():
     assert '/etc/lmcache-vllm-fleet' in keys and 'user:vllm' in keys and 'group:lmcache' in keys
 
 
-def test_a_venv_given_by_path_has_no_venvs_dir_entry():
-    entries = plan(vllm_server_venv='/srv/vllm')['ownership']
-    venv = entry_of('venv', entries, 'vllm_server')
-    assert (venv['path'], venv['variable']) == ('/srv/vllm', 'vllm_server_venv')
+@pytest.mark.parametrize('venv', ['/srv/vllm', '/opt/vllm/venv'])
+def test_a_venv_given_by_path_has_no_venvs_dir_entry(venv):
+    """Even inside the venvs directory (the sandbox's /opt/vllm/venv): it is the operator's, not per version."""
+    entries = plan(vllm_server_venv=venv)['ownership']
+    found = entry_of('venv', entries, 'vllm_server')
+    assert (found['path'], found['variable']) == (venv, 'vllm_server_venv')
     assert [e for e in entries if e['kind'] == 'venvs_dir' and e['role'] == 'vllm_server'] == []
+    assert entry_of('venvs_dir', entries, 'lmcache_server')['path'] == '/opt/lmcache'
 
 
 # ----------------------------------------------------------------------------- the manifest file
