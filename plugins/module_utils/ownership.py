@@ -89,9 +89,10 @@ REMOVE_WHEN = {
     'probe_cache': 'caches', 'cache': 'caches', 'lmcache_home': 'caches', 'hf_home': 'models',
     'home': 'caches+models', 'user': 'users', 'group': 'users',
 }
-# Deletion order: files, then trees, then directories that go only when empty (deepest first).
+# Deletion order: files, then trees, then directories that go only when empty (deepest first), then the
+# users before their groups (groupdel refuses a user's primary group).
 _ORDER = ('unit', 'env', 'fingerprint', 'probe_cache', 'backup_dir', 'venv', 'cache', 'hf_home', 'lmcache_home',
-          'home', 'venvs_dir', 'config_dir', 'backup_parent', 'manifest_dir')
+          'home', 'venvs_dir', 'config_dir', 'backup_parent', 'manifest_dir', 'user', 'group')
 
 
 # --------------------------------------------------------------------------- rules of names and paths

@@ -277,3 +277,13 @@ def test_removal_skips_links_and_what_is_gone():
                 '/etc/systemd/system/lmcache-server.service': {'exists': False},
                 '/var/lib/vllm': DIR_ROOT, '/var/lib/lmcache': DIR_ROOT}
     assert own.removal(entries, observed, True, True) == [(entries['/var/lib/vllm'], 'tree')]
+
+
+def test_users_go_before_their_groups():
+    """groupdel refuses the primary group of a user that still exists; the manifest lists groups first (sorted)."""
+    entries = own.parse_manifest(own.dump_manifest(dict((own.key_of(e), e) for e in plan()['ownership'])))
+    observed = dict((key, {'exists': True}) for key in entries)
+    accounts = [own.key_of(e) for e, how in own.removal(entries, observed) if how == 'account']
+    assert accounts.index('user:lmcache') < accounts.index('group:lmcache')
+    assert accounts.index('user:vllm') < accounts.index('group:vllm')
+    assert accounts[:2] == ['user:lmcache', 'user:vllm']
