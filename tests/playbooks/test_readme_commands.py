@@ -27,7 +27,6 @@ DOCUMENTS = ('README.md', 'docs/plan.md')
 
 # command prefix -> why it is not run here (each runs in CI or needs the machine to itself)
 NOT_RUN = {
-    'apt-get install': 'installs system packages',
     'make deploy': 'builds the podman sandbox (molecule and the fleet benchmark run the same playbooks)',
     'make test': 'the whole test suite',
     'python3 benchmarks/probe_benchmark.py': 'a benchmark of minutes',
