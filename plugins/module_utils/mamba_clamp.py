@@ -224,8 +224,9 @@ def predict_mamba_blocks(config, prediction, gpu_memory_total_mib, gpu_memory_ut
 
 def rescale(mamba, block_size):
     """The predicted M for another N (the probe's): the same KV memory in pages of the new size."""
-    if not isinstance(mamba, dict) or mamba.get('source') != 'predicted' or not block_size:
-        return mamba
+    if not isinstance(mamba, dict) or mamba.get('source') != 'predicted' or not block_size \
+            or mamba.get('mamba_cache_blocks') is None:
+        return mamba  # nothing to rescale: another source, or a prediction that names only its problem
     if int(block_size) == int(mamba['block_size']):
         return mamba
     out = dict(mamba, block_size=int(block_size), page_size=int(block_size) * mamba['attn_page_size_per_token'])

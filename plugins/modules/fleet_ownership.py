@@ -29,14 +29,14 @@ description:
     caches and models only when asked, and names everything it leaves.
   - O(state=forget) drops entries whose paths the caller deleted (the pruned virtualenvs).
 author:
-  - lmcache_vllm.fleet maintainers (!UNKNOWN)
+  - lmcache_vllm.fleet maintainers (@lmcache-vllm)
 attributes:
   check_mode:
     support: full
     description: In check mode nothing is written or deleted; the result says what would be.
   diff_mode:
-    support: none
-    description: No diff.
+    support: partial
+    description: With O(state=absent), the diff lists what is (or would be) deleted, one line per path.
 options:
   state:
     description: What to do (see the description).
@@ -391,6 +391,9 @@ def main():
     if params['state'] == 'absent':
         removed, left = remove(module, host, entries, manifest, params)
         result.update(changed=bool(removed), removed=removed, left=left)
+        if module._diff and removed:  # one line per path, never the files inside a tree
+            result['diff'] = dict(before=''.join('%s\n' % key for key in removed), after='',
+                                  before_header='%s: the collection\'s' % host, after_header='%s: removed' % host)
         module.exit_json(**result)
     classified, observed = classify_all(module, host, entries, manifest, params['backup_names'])
     result['status'] = dict((own.key_of(e), status) for e, status, _p in classified)

@@ -200,3 +200,10 @@ def test_plan_leaves_eager_and_cpu_hosts_alone(big):
     assert _flag(_plan(big, vllm_server_enforce_eager=True)['vllm']['argv'], '--max-num-seqs') is None
     cpu = _plan(big, vllm_server_device='cpu')
     assert _flag(cpu['vllm']['argv'], '--max-num-seqs') is None and cpu['derived']['mamba'] is None
+
+
+def test_rescale_keeps_a_prediction_that_names_only_its_problem():
+    """No GPU memory known: the prediction carries its problem and no M; the probed N changes nothing."""
+    unknown = {'mamba_cache_blocks': None, 'source': 'predicted',
+               'problem': 'no gpu facts and vllm_server_gpu_architecture names no GPU of the table'}
+    assert mamba_clamp.rescale(unknown, 560) == unknown
