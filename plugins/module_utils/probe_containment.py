@@ -39,14 +39,22 @@ def become_subreaper():
         return False
 
 
-def read_proc(pid):
-    """Proc of a pid, or None when it is gone."""
+def stat_fields(pid):
+    """The fields of /proc/<pid>/stat after the command name (fields[0] is the state), or None when the
+    process is gone."""
     try:
         with open("/proc/%d/stat" % pid, "rb") as f:
             st = f.read().decode("utf-8", "replace")
     except (IOError, OSError):
         return None
-    fields = st[st.rfind(")") + 2:].split()
+    return st[st.rfind(")") + 2:].split()
+
+
+def read_proc(pid):
+    """Proc of a pid, or None when it is gone."""
+    fields = stat_fields(pid)
+    if fields is None:
+        return None
     return Proc(pid, fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
 
 

@@ -38,6 +38,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_containme
     WATCHDOG_SRC,
     all_procs,
     become_subreaper,
+    stat_fields,
     contained,
     kill_contained,
 )
@@ -603,15 +604,10 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 def proc_stat(pid):
     """ProcStat of a pid from /proc, or None (gone, or a zombie)."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            st = f.read().decode("utf-8", "replace")
-    except (IOError, OSError):
-        return None
-    fields = st[st.rfind(")") + 2:].split()
+    fields = stat_fields(pid)
     # fields[0]=state, [1]=ppid, [2]=pgrp, [3]=session, [21]=rss in pages
-    if fields and fields[0] == "Z":
-        return None  # zombie: already dead, waits for its parent
+    if not fields or fields[0] == "Z":
+        return None  # gone, or a zombie: already dead, waits for its parent
     return ProcStat(int(fields[1]), int(fields[2]), int(fields[3]), int(fields[21]) * PAGE_SIZE)
 
 
