@@ -59,7 +59,7 @@ from fleet_probe_play import ProbePlay  # noqa: E402
 
 expose_collection()  # run without scripts/env.sh too
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import probe_runner  # noqa: E402
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import process  # noqa: E402
 
 MODELS = {
     "0.8b": ("Qwen3.5-0.8B", os.path.join(REPO, "tests", "fixtures", "models", "qwen3.5-0.8b")),
@@ -99,8 +99,8 @@ class Sampler(threading.Thread):
 
     def run(self):
         while not self._halt.is_set():
-            table = probe_runner.process_table()
-            members = probe_runner.with_sessions(probe_runner.process_tree(self.root, table), table)
+            table = process.process_table()
+            members = process.with_sessions(process.process_tree(self.root, table), table)
             rss = sum(table[p].rss for p in members if p in table)
             if rss > self.peak:
                 self.peak, self.peak_procs = rss, len(members)
@@ -113,8 +113,8 @@ class Sampler(threading.Thread):
                                     "machine's available memory %.1f GiB < %.1f GiB (tree RSS %.1f GiB)"
                                     % (avail / float(GIB), MIN_AVAILABLE / float(GIB), rss / float(GIB)))
                 for sid in set(table[p].sid for p in members if p in table) - {os.getsid(0)}:
-                    probe_runner.kill_session(sid)
-                probe_runner.kill_pids(members)
+                    process.kill_session(sid)
+                process.kill_pids(members)
             time.sleep(self.interval)
 
     def stop(self):
@@ -175,7 +175,7 @@ def case_plain(venv, model, log_dir, label, timeout, rss_limit):
     log = os.path.join(log_dir, "plain-%s.log" % label)
     argv = [os.path.join(venv, "bin", "vllm"), "serve", model, "--mamba-cache-mode", "align",
             "--enable-prefix-caching", "--max-model-len", "8192", "--gpu-memory-utilization", "0.5",
-            "--load-format", "dummy", "--port", str(probe_runner.free_port())]
+            "--load-format", "dummy", "--port", str(process.free_port())]
     env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1")
     oom_before = oom_kills()
     t0 = time.time()
@@ -210,7 +210,7 @@ def case_plain(venv, model, log_dir, label, timeout, rss_limit):
             time.sleep(0.2)
         wall = time.time() - t0
     finally:
-        probe_runner.kill_session(proc.pid)
+        process.kill_session(proc.pid)
         proc.wait()
         sampler.stop()
     if n is None and sampler.killed_at is not None and "watchdog" not in ended:

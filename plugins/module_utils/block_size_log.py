@@ -73,7 +73,7 @@ HYBRID_HINT_RE = re.compile(
     r"Padding mamba page size|Mamba cache mode is set|Prefix caching in Mamba cache"
     r"|mamba_block_size|Hybrid or mamba-based model"
 )
-# The probe's engine launcher built vLLM's engine (probe_runner.ENGINE_LAUNCHER_SRC): every
+# The probe's engine launcher built vLLM's engine (_probe/engine_launcher.py): every
 # block size decision has been taken; block_size is the engine config's, hybrid its is_hybrid.
 ENGINE_BUILT_RE = re.compile(r"^fleet-probe: engine built: block_size=(\d+) hybrid=(True|False)")
 # Block size as vLLM reports it elsewhere, when it does not print the line.

@@ -6,7 +6,7 @@
 ``N_INPUTS`` lists every input of vLLM's hybrid block size N that the collection passes as a
 flag: its name (the key in the host plan's ``n_inputs``, the probe module's option and the
 fingerprint's field), its flag, vLLM's default and how a value is normalised. The service's
-argv (``host_plan``), the probe's argv (``probe_runner.build_probe_argv``) and the fingerprint
+argv (``host_plan``), the probe's argv (``_probe.launch.build_probe_argv``) and the fingerprint
 (``fingerprint.fingerprint_inputs``) all read it: a new flag that changes N is added here.
 
 The managed-flag tables (every spelling vLLM's and LMCache's parsers accept) live beside it,

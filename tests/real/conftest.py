@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Tests against real vLLM: they drive the module in subprocesses (ansible-playbook, or the
 module file itself); the collection is importable here for the predictor, an independent
-computation the probed N is compared with, and for probe_runner's process helpers that watch
+computation the probed N is compared with, and for the probe's process helpers (_probe/process.py) that watch
 for leftover processes (see ``tests/fleet_collection.py``)."""
 
 from __future__ import absolute_import, division, print_function

@@ -27,7 +27,7 @@ import pytest
 
 from fleet_collection import collections_tree
 from fleet_probe_play import LOCALHOST, ProbePlay
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.process import (
     kill_pids,
     process_table,
     process_tree,

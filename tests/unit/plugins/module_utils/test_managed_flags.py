@@ -15,7 +15,8 @@ import pytest
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import lmcache_cli_table
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import managed_flags as mf
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import probe_runner
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import launch
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import request
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli_table
 
 VLLM = vllm_cli_table.TABLE
@@ -113,13 +114,13 @@ def test_managed_settings_exist_in_the_tables():
 ])
 def test_the_probe_never_shrinks_with_speculative_decoding_or_layout_flags(extra):
     config = {'num_hidden_layers': 24, 'layer_types': ['linear_attention', 'full_attention'] * 12}
-    assert probe_runner.shrink_overrides(config)[0] is not None
-    overrides, reason = probe_runner.shrink_overrides(config, extra_args=extra)
+    assert request.shrink_overrides(config)[0] is not None
+    overrides, reason = request.shrink_overrides(config, extra_args=extra)
     assert overrides is None and reason.startswith('extra_args set '), reason
 
 
 def test_the_probe_drops_every_spelling_of_its_own_flags():
-    kept, dropped = probe_runner.filter_extra_args(['--ho', '0.0.0.0', '--port=1', '--kv-transfer-config.kv_role',
+    kept, dropped = launch.filter_extra_args(['--ho', '0.0.0.0', '--port=1', '--kv-transfer-config.kv_role',
                                                     'kv_both', '--seed', '1'])
     assert kept == ['--seed', '1']
     assert dropped == ['--ho', '0.0.0.0', '--port=1', '--kv-transfer-config.kv_role', 'kv_both']

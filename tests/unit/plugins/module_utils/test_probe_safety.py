@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""probe_runner: cache validation and lock, GPU memory plan and release wait, the engine
+"""The probe (_probe/): cache validation and lock, GPU memory plan and release wait, the engine
 launcher's command line, the service user's identity and environment."""
 
 from __future__ import absolute_import, division, print_function
@@ -25,19 +25,23 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint imp
     compute_fingerprint,
     fingerprint_inputs,
 )
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import (
     CACHE_SCHEMA,
     CacheLock,
-    CacheLockTimeout,
-    ProbeProcess,
-    engine_launcher_argv,
-    gpu_memory_plan,
     load_cache,
-    service_base_env,
     store_cache,
-    user_identity,
     validate_entry,
+)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.errors import CacheLockTimeout
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.launch import engine_launcher_argv
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.process import (
+    ProbeProcess,
+    gpu_memory_plan,
     wait_gpu_release,
+)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.request import (
+    service_base_env,
+    user_identity,
 )
 
 INPUTS = fingerprint_inputs({"kind": "hub", "id": "m", "revision": "main"}, "0.32.0",
@@ -221,7 +225,7 @@ def test_engine_launcher_argv_keeps_the_serve_flags():
     serve = ["/v/bin/vllm", "serve", "/m", "--load-format", "dummy", "--host", "127.0.0.1", "--port", "9",
              "--port=10", "--block-size", "32"]
     argv = engine_launcher_argv("/v/bin/python", serve)
-    assert argv[:2] == ["/v/bin/python", "-c"] and "Executor.get_class" in argv[2]
+    assert argv[:2] == ["/v/bin/python", "-c"] and "executor.get_class(config)" in argv[2]
     assert argv[3:] == ["/m", "--load-format", "dummy", "--block-size", "32"]
     with pytest.raises(ValueError):
         engine_launcher_argv("/v/bin/python", ["/v/bin/vllm", "bench"])

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests of probe_runner's process helpers (/proc reading, process tree, killing)."""
+"""Unit tests of the probe's process helpers in _probe/process.py (/proc reading, process tree, killing)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,8 +13,8 @@ import subprocess
 import sys
 import time
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_runner import (
-    ProcStat,
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.process import (
+    Proc,
     kill_pids,
     kill_session,
     proc_stat,
@@ -39,7 +39,7 @@ def _wait(pred, timeout=10.0):
 
 def test_proc_stat_of_this_process():
     st = proc_stat(os.getpid())
-    assert st == ProcStat(os.getppid(), os.getpgrp(), os.getsid(0), st.rss)
+    assert st == Proc(os.getpid(), "R", os.getppid(), os.getpgrp(), os.getsid(0), st.start, st.rss)
     assert st.rss > 1024 * 1024
 
 
@@ -63,15 +63,19 @@ def test_process_table_has_this_process():
     assert NO_SUCH_PID not in table
 
 
+def proc(pid, ppid, pgid, sid):
+    return Proc(pid, "S", ppid, pgid, sid, 0, 0)
+
+
 def test_process_tree_and_with_sessions():
     own = os.getsid(0)
     table = {
-        10: ProcStat(1, 10, own, 0),    # root, in the caller's session
-        11: ProcStat(10, 11, 11, 0),    # child in a session of its own
-        12: ProcStat(11, 11, 11, 0),    # grandchild
-        13: ProcStat(1, 11, 11, 0),     # re-parented member of the child's session
-        20: ProcStat(1, 20, own, 0),    # unrelated, in the caller's session
-        30: ProcStat(1, 30, 30, 0),     # unrelated session
+        10: proc(10, 1, 10, own),    # root, in the caller's session
+        11: proc(11, 10, 11, 11),    # child in a session of its own
+        12: proc(12, 11, 11, 11),    # grandchild
+        13: proc(13, 1, 11, 11),     # re-parented member of the child's session
+        20: proc(20, 1, 20, own),    # unrelated, in the caller's session
+        30: proc(30, 1, 30, 30),     # unrelated session
     }
     assert process_tree(10, table) == {10, 11, 12}
     assert process_tree(11, table) == {11, 12}

@@ -1,0 +1,51 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""``run_module`` of ``block_size_probe``: the request, the sources in order, the first answer, one finish.
+Any ProbeFailed ends in the one failure path."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import redact, redact_text
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.errors import ProbeFailed
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.request import build_request
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.sources import first_answer
+
+
+def run_module(module):
+    """Answer with N (or why not) and exit the module."""
+    started = time.time()
+    warn = module.warn
+    module.warn = lambda msg: warn(redact_text(msg))
+    base = {"changed": False, "cache_file": module.params["cache_path"]}
+    try:
+        req = build_request(module, base)
+        answer = req.early or first_answer(req)
+    except ProbeFailed as e:
+        fail(module, base, e, started)
+    finish(module, answer, started)
+
+
+def finish(module, answer, started):
+    """The one exit with an answer: N with its facts, or a run that read or launched nothing."""
+    res = redact(dict(answer, elapsed_s=round(time.time() - started, 3)))
+    if "vllm_block_size" in res:
+        module.exit_json(ansible_facts={"vllm_block_size": res["vllm_block_size"], "vllm_block_size_probe": dict(res)},
+                         **res)
+    if res.get("skipped"):
+        module.exit_json(msg=res["reason"], **res)
+    module.exit_json(**res)
+
+
+def fail(module, base, error, started):
+    """The one failure path: the result so far, the error's values, ``outcome`` (default ``error``)."""
+    res = dict(base)
+    res.update(error.result)
+    res.setdefault("outcome", "error")
+    res.setdefault("reason", error.msg)
+    res["elapsed_s"] = round(time.time() - started, 3)
+    module.fail_json(msg=redact_text(error.msg), **redact(res))
