@@ -253,21 +253,48 @@ def resolve_architecture(platform=None, architecture=None):
     return plat, arch, source, backend, kernel_min
 
 
-def explain_block_size(config, tensor_parallel_size=1, dtype='auto', kv_cache_dtype='auto',
-                       mamba_cache_dtype='auto', mamba_ssm_cache_dtype='auto', num_speculative_tokens=None,
-                       speculative_config=None, block_size=None, platform=None, vllm_version=DEFAULT_VLLM_VERSION,
-                       architecture=None):
-    """Predict N with the intermediate values; returns a dict (see :func:`predict_block_size`).
+def _attn_page_of(text, tp, kv_cache_dtype, model_dtype):
+    """Bytes of one token's attention page on one rank."""
+    kv_heads = _field(text, 'num_key_value_heads')
+    head_dim = text.get('head_dim')
+    if head_dim is None:
+        head_dim = _field(text, 'hidden_size') // _field(text, 'num_attention_heads')
+    return _attn_page_per_token(max(1, kv_heads // tp), int(head_dim), kv_cache_dtype, model_dtype)
 
-    The dict's ``architecture`` is the model's (config.json); the hardware assumed is
-    ``assumed_architecture`` (``sm90``, ``cpu``, ...) with ``architecture_source`` (``given`` or
-    ``default for platform <p>``), ``attention_backend`` and ``kernel_block_size``."""
+
+def _state_dtypes(arch, text, modern, model_dtype, mamba_cache_dtype, mamba_ssm_cache_dtype):
+    """(conv state dtype, SSM state dtype) of the GDN layers."""
+    conv_dtype = model_dtype if mamba_cache_dtype in (None, '', 'auto') else str(mamba_cache_dtype).lower()
+    if mamba_ssm_cache_dtype not in (None, '', 'auto'):
+        ssm_dtype = str(mamba_ssm_cache_dtype).lower()
+    elif text.get('mamba_ssm_dtype') and (arch in SSM_DTYPE_FROM_CONFIG_ALWAYS or (modern and arch in SSM_DTYPE_FROM_CONFIG_SINCE_0_20)):
+        ssm_dtype = str(text['mamba_ssm_dtype']).replace('torch.', '').lower()
+    else:
+        ssm_dtype = conv_dtype
+    return conv_dtype, ssm_dtype
+
+
+def _mamba_page(text, tp, spec, conv_dtype, ssm_dtype):
+    """Bytes of one GDN layer's state page on one rank (conv state plus SSM state)."""
+    k_dim = _field(text, 'linear_key_head_dim')
+    k_heads = _field(text, 'linear_num_key_heads')
+    v_dim = _field(text, 'linear_value_head_dim')
+    v_heads = _field(text, 'linear_num_value_heads')
+    conv_kernel = _field(text, 'linear_conv_kernel_dim')
+    conv_dim = k_dim * k_heads * 2 + v_dim * v_heads
+    conv_bytes = (conv_kernel - 1 + spec) * _divide(conv_dim, tp, 'GDN conv dim') * _dtype_size(conv_dtype, 'mamba_cache_dtype')
+    ssm_bytes = _divide(v_heads, tp, 'linear_num_value_heads') * v_dim * k_dim * _dtype_size(ssm_dtype, 'mamba_ssm_cache_dtype')
+    return conv_bytes + ssm_bytes
+
+
+def _common_result(config, tensor_parallel_size, block_size, platform, vllm_version, architecture):
+    """(the parsed config, the result's entries every family has, the block size asked for or None, the
+    attention backend's kernel block size)."""
     if isinstance(config, (str, bytes)):
         config = json.loads(config)
     if not isinstance(config, dict):
         raise ValueError('config must be a parsed config.json mapping')
     platform, hw_arch, hw_source, backend, kernel_min = resolve_architecture(platform, architecture)
-    default_block = PLATFORMS[platform][0]
     version = _version_tuple(vllm_version)
     modern = version >= (0, 20, 0)
     arch = _architecture(config)
@@ -288,6 +315,30 @@ def explain_block_size(config, tensor_parallel_size=1, dtype='auto', kv_cache_dt
         'attention_backend': backend,
         'kernel_block_size': kernel_min if modern else LEGACY_ALIGNMENT,
     }
+    return config, result, user_block, kernel_min
+
+
+def _block_and_alignment(modern, user_block, default_block, kernel_min):
+    """(the block size before the hybrid rule, the alignment of the attention block)."""
+    if modern:
+        block = default_block if user_block is None else _cdiv(user_block, kernel_min) * kernel_min
+        return block, max(kernel_min, block)
+    return (default_block if user_block is None else user_block), LEGACY_ALIGNMENT
+
+
+def explain_block_size(config, tensor_parallel_size=1, dtype='auto', kv_cache_dtype='auto',
+                       mamba_cache_dtype='auto', mamba_ssm_cache_dtype='auto', num_speculative_tokens=None,
+                       speculative_config=None, block_size=None, platform=None, vllm_version=DEFAULT_VLLM_VERSION,
+                       architecture=None):
+    """Predict N with the intermediate values; returns a dict (see :func:`predict_block_size`).
+
+    The dict's ``architecture`` is the model's (config.json); the hardware assumed is
+    ``assumed_architecture`` (``sm90``, ``cpu``, ...) with ``architecture_source`` (``given`` or
+    ``default for platform <p>``), ``attention_backend`` and ``kernel_block_size``."""
+    config, result, user_block, kernel_min = _common_result(config, tensor_parallel_size, block_size, platform,
+                                                            vllm_version, architecture)
+    arch, tp, default_block = result['architecture'], result['tensor_parallel_size'], PLATFORMS[result['platform']][0]
+    modern = _version_tuple(vllm_version) >= (0, 20, 0)
     if arch in DENSE_ARCHITECTURES:
         result.update({'hybrid': False, 'block_size': user_block or default_block})
         return result
@@ -297,38 +348,11 @@ def explain_block_size(config, tensor_parallel_size=1, dtype='auto', kv_cache_dt
 
     text = _text_config(config)
     model_dtype = _model_dtype(config, text, dtype)
-    kv_heads = _field(text, 'num_key_value_heads')
-    head_dim = text.get('head_dim')
-    if head_dim is None:
-        head_dim = _field(text, 'hidden_size') // _field(text, 'num_attention_heads')
-    attn1 = _attn_page_per_token(max(1, kv_heads // tp), int(head_dim), kv_cache_dtype, model_dtype)
-
-    k_dim = _field(text, 'linear_key_head_dim')
-    k_heads = _field(text, 'linear_num_key_heads')
-    v_dim = _field(text, 'linear_value_head_dim')
-    v_heads = _field(text, 'linear_num_value_heads')
-    conv_kernel = _field(text, 'linear_conv_kernel_dim')
+    attn1 = _attn_page_of(text, tp, kv_cache_dtype, model_dtype)
     spec = _num_speculative_tokens(num_speculative_tokens, speculative_config)
-
-    conv_dtype = model_dtype if mamba_cache_dtype in (None, '', 'auto') else str(mamba_cache_dtype).lower()
-    if mamba_ssm_cache_dtype not in (None, '', 'auto'):
-        ssm_dtype = str(mamba_ssm_cache_dtype).lower()
-    elif text.get('mamba_ssm_dtype') and (arch in SSM_DTYPE_FROM_CONFIG_ALWAYS or (modern and arch in SSM_DTYPE_FROM_CONFIG_SINCE_0_20)):
-        ssm_dtype = str(text['mamba_ssm_dtype']).replace('torch.', '').lower()
-    else:
-        ssm_dtype = conv_dtype
-
-    conv_dim = k_dim * k_heads * 2 + v_dim * v_heads
-    conv_bytes = (conv_kernel - 1 + spec) * _divide(conv_dim, tp, 'GDN conv dim') * _dtype_size(conv_dtype, 'mamba_cache_dtype')
-    ssm_bytes = _divide(v_heads, tp, 'linear_num_value_heads') * v_dim * k_dim * _dtype_size(ssm_dtype, 'mamba_ssm_cache_dtype')
-    mamba_page = conv_bytes + ssm_bytes
-
-    if modern:
-        block = default_block if user_block is None else _cdiv(user_block, kernel_min) * kernel_min
-        align = max(kernel_min, block)
-    else:
-        block = default_block if user_block is None else user_block
-        align = LEGACY_ALIGNMENT
+    conv_dtype, ssm_dtype = _state_dtypes(arch, text, modern, model_dtype, mamba_cache_dtype, mamba_ssm_cache_dtype)
+    mamba_page = _mamba_page(text, tp, spec, conv_dtype, ssm_dtype)
+    block, align = _block_and_alignment(modern, user_block, default_block, kernel_min)
     attn_block = align * _cdiv(mamba_page, align * attn1)
     n = attn_block if block < attn_block else block
     attn_page = n * attn1

