@@ -149,36 +149,39 @@ def ratio(numerator, denominator):
     return numerator / denominator
 
 
+# what the status report shows of each server's /metrics: (key, metric, labels to match) totals, then
+# (key, numerator key, denominator key) ratios
+LMCACHE_SUMMARY = (
+    (('lookup_hit_tokens', LMCACHE_HIT_TOKENS, None), ('lookup_requested_tokens', LMCACHE_REQUESTED_TOKENS, None),
+     ('l1_write_chunks', LMCACHE_L1_WRITE_CHUNKS, None)),
+    (('hit_ratio', 'lookup_hit_tokens', 'lookup_requested_tokens'),),
+)
+VLLM_SUMMARY = (
+    (('external_prefix_cache_hits', VLLM_EXTERNAL_HITS, None),
+     ('external_prefix_cache_queries', VLLM_EXTERNAL_QUERIES, None),
+     ('prefix_cache_hits', VLLM_PREFIX_HITS, None), ('prefix_cache_queries', VLLM_PREFIX_QUERIES, None),
+     ('prompt_tokens_external', VLLM_PROMPT_TOKENS_BY_SOURCE, {'source': 'external_kv_transfer'}),
+     ('requests_running', VLLM_REQUESTS_RUNNING, None), ('requests_waiting', VLLM_REQUESTS_WAITING, None)),
+    (('external_hit_ratio', 'external_prefix_cache_hits', 'external_prefix_cache_queries'),
+     ('prefix_hit_ratio', 'prefix_cache_hits', 'prefix_cache_queries')),
+)
+
+
+def summary(text, table):
+    """The totals and ratios of ``table`` (LMCACHE_SUMMARY, VLLM_SUMMARY) in ``text``, with ``samples``."""
+    samples = parse(text)
+    totals, ratios = table
+    out = dict((key, total(samples, name, match)) for key, name, match in totals)
+    out.update((key, ratio(out[num], out[den])) for key, num, den in ratios)
+    out['samples'] = len(samples)
+    return out
+
+
 def lmcache_summary(text):
     """What the status report shows of an LMCache server's /metrics."""
-    samples = parse(text)
-    hits = total(samples, LMCACHE_HIT_TOKENS)
-    requested = total(samples, LMCACHE_REQUESTED_TOKENS)
-    return {
-        'lookup_hit_tokens': hits,
-        'lookup_requested_tokens': requested,
-        'hit_ratio': ratio(hits, requested),
-        'l1_write_chunks': total(samples, LMCACHE_L1_WRITE_CHUNKS),
-        'samples': len(samples),
-    }
+    return summary(text, LMCACHE_SUMMARY)
 
 
 def vllm_summary(text):
     """What the status report shows of a vLLM server's /metrics."""
-    samples = parse(text)
-    external_hits = total(samples, VLLM_EXTERNAL_HITS)
-    external_queries = total(samples, VLLM_EXTERNAL_QUERIES)
-    prefix_hits = total(samples, VLLM_PREFIX_HITS)
-    prefix_queries = total(samples, VLLM_PREFIX_QUERIES)
-    return {
-        'external_prefix_cache_hits': external_hits,
-        'external_prefix_cache_queries': external_queries,
-        'external_hit_ratio': ratio(external_hits, external_queries),
-        'prefix_cache_hits': prefix_hits,
-        'prefix_cache_queries': prefix_queries,
-        'prefix_hit_ratio': ratio(prefix_hits, prefix_queries),
-        'prompt_tokens_external': total(samples, VLLM_PROMPT_TOKENS_BY_SOURCE, {'source': 'external_kv_transfer'}),
-        'requests_running': total(samples, VLLM_REQUESTS_RUNNING),
-        'requests_waiting': total(samples, VLLM_REQUESTS_WAITING),
-        'samples': len(samples),
-    }
+    return summary(text, VLLM_SUMMARY)

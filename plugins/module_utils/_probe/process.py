@@ -252,15 +252,9 @@ def read_some(reader, scanner, chunk_size=LOG_CHUNK, max_chunks=LOG_CHUNKS_PER_P
         scanner.feed(chunk)
 
 
-class ProbeResult(object):
-    def __init__(self, status, scanner, elapsed, returncode=None, log_path=None):
-        self.status = status        # found | ready | failed | exited | timeout
-        self.scanner = scanner
-        self.elapsed = elapsed
-        self.returncode = returncode
-        self.log_path = log_path
-        self.line_elapsed = None
-        self.leftover = []
+# one launch's outcome: status found | ready | failed | exited | timeout; the LogScanner; seconds
+# until the outcome and until the first block size line (or None); vLLM's exit status (or None)
+ProbeResult = collections.namedtuple("ProbeResult", ["status", "scanner", "elapsed", "line_elapsed", "returncode"])
 
 
 class ProbeProcess(object):
@@ -270,7 +264,7 @@ class ProbeProcess(object):
     def __init__(self, argv, env, log_path=None, cwd=None, watchdog=True, identity=None, kill_timeout=10.0):
         """``identity``: a :func:`user_identity` dict to run vLLM as that user (uid, gid and
         supplementary groups); None runs it as the module's user. Without ``log_path`` the log
-        lives in a private directory (0700) that :meth:`remove_log` deletes."""
+        is a file in a private directory (0700), unlinked as soon as it is open."""
         self.argv = argv
         self.env = env
         self.cwd = cwd
@@ -421,10 +415,6 @@ class ProbeProcess(object):
         self.leftover = leftover
         return leftover
 
-    def remove_log(self):
-        """Nothing left to delete: a log the probe owns was unlinked when it was opened."""
-        return None
-
     def wait_for_block_size(self, timeout, expected_ranks=1, poll=0.2, failed_grace=3.0,
                             padding_grace=1.0, clock=time.time):
         """Follow the log until the block size is known, vLLM is ready, fails,
@@ -452,9 +442,7 @@ class ProbeProcess(object):
                     time.sleep(min(poll, 0.05))
                     continue
             if state in ("found", "ready"):
-                res = ProbeResult(state, scanner, clock() - start, rc, self.log_path)
-                res.line_elapsed = line_elapsed
-                return res
+                return ProbeResult(state, scanner, clock() - start, line_elapsed, rc)
             if rc is not None:
                 read_some(reader, scanner)
                 scanner.flush()
@@ -462,20 +450,16 @@ class ProbeProcess(object):
                 status = state if state in ("found", "ready") else "exited"
                 if status != "found" and scanner.block_lines:
                     status = "found"  # some ranks reported before the exit
-                res = ProbeResult(status, scanner, clock() - start, rc, self.log_path)
-                res.line_elapsed = line_elapsed
-                return res
+                return ProbeResult(status, scanner, clock() - start, line_elapsed, rc)
             if state == "failed":
                 if failed_at is None:
                     failed_at = clock()
                 elif clock() - failed_at >= failed_grace:
                     scanner.flush()
-                    return ProbeResult("failed", scanner, clock() - start, None, self.log_path)
+                    return ProbeResult("failed", scanner, clock() - start, None, None)
             if clock() >= deadline:
                 scanner.flush()
-                res = ProbeResult("timeout", scanner, clock() - start, None, self.log_path)
-                res.line_elapsed = line_elapsed
-                return res
+                return ProbeResult("timeout", scanner, clock() - start, line_elapsed, None)
             if clock() - last_note >= 1.0:
                 self.note_members()
                 last_note = clock()

@@ -275,4 +275,3 @@ def test_probe_process_remembers_its_pids():
         proc.note_members()
         assert len(proc.seen_pids) >= 2
     assert proc.leftover == []
-    proc.remove_log()
