@@ -26,10 +26,16 @@ import time
 UNSUPPORTED = 'fleet-probe: engine launcher unsupported: '
 
 
+def say(line):
+    """One line on stdout, at once (the probe reads the log as it grows)."""
+    sys.stdout.write(line + '\n')
+    sys.stdout.flush()
+
+
 def unsupported(e):
     """This vLLM lacks an API the launcher needs: exit 3 (the module falls back to ``vllm serve``)."""
-    print(UNSUPPORTED + repr(e), flush=True)
-    sys.exit(3)
+    say(UNSUPPORTED + repr(e))
+    raise SystemExit(3)
 
 
 def vllm_api():
@@ -106,12 +112,11 @@ def main():
     engine_args = engine_args_class.from_cli_args(args)
     config = engine_args.create_engine_config(usage_context=usage_context.OPENAI_API_SERVER)
     executor_class = executor.get_class(config)
-    print('fleet-probe: building the engine with %s after %.1f s' % (executor_class.__name__, time.time() - t0), flush=True)
+    say('fleet-probe: building the engine with %s after %.1f s' % (executor_class.__name__, time.time() - t0))
     executor_class(config)
     model = config.model_config
-    print('fleet-probe: engine built: block_size=%d hybrid=%s after %.1f s' % (
-        config.cache_config.block_size, bool(getattr(model, 'is_hybrid', False)), time.time() - t0), flush=True)
-    sys.stdout.flush()
+    say('fleet-probe: engine built: block_size=%d hybrid=%s after %.1f s' % (
+        config.cache_config.block_size, bool(getattr(model, 'is_hybrid', False)), time.time() - t0))
     sys.stderr.flush()
     os._exit(0)
 

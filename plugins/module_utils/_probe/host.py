@@ -57,10 +57,7 @@ class Host(object):
 
     def run(self, argv):
         """(rc, out, err) of ``argv``; OSError when its program is not on the host."""
-        exe = self.path(argv[0])
-        if not exe:
-            raise OSError("%s not found on the host" % argv[0])
-        return self.module.run_command([exe] + list(argv[1:]), handle_exceptions=False)
+        return self.module.run_command(self.argv(argv), handle_exceptions=False)
 
     def argv(self, argv):
         """``argv`` with its program resolved; OSError when it is not on the host."""

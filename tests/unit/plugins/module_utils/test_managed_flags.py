@@ -121,7 +121,7 @@ def test_the_probe_never_shrinks_with_speculative_decoding_or_layout_flags(extra
 
 def test_the_probe_drops_every_spelling_of_its_own_flags():
     kept, dropped = launch.filter_extra_args(['--ho', '0.0.0.0', '--port=1', '--kv-transfer-config.kv_role',
-                                                    'kv_both', '--seed', '1'])
+                                              'kv_both', '--seed', '1'])
     assert kept == ['--seed', '1']
     assert dropped == ['--ho', '0.0.0.0', '--port=1', '--kv-transfer-config.kv_role', 'kv_both']
 

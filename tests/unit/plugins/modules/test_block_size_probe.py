@@ -73,7 +73,7 @@ def params(**kw):
 def test_validate_params_accepts_defaults():
     assert validate_params(params()) == []
     assert validate_params(params(service_name="vllm",
-                                                   service_fingerprint_file="/x")) == []
+                                  service_fingerprint_file="/x")) == []
 
 
 @pytest.mark.parametrize("change, words", [
