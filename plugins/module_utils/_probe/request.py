@@ -315,6 +315,7 @@ class Request(object):
         self.check_mode = module.check_mode
         self.host = Host(module, self.p["nvidia_smi"])
         self.early = None
+        self.journal_note = None
         self.identity = None
         self.gpus = None
         self.hf_overrides = None

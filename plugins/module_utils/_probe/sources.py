@@ -130,9 +130,8 @@ def check_mode_skip(req):
         return None
     hit = req.cache.get(req.fingerprint)
     why = "force=true" if hit else "no cached block size for fingerprint %s" % req.fingerprint[:12]
-    note = getattr(req, "journal_note", None)
-    if note:
-        why += "; journal of %s not used: %s" % (req.p["service_name"], note)
+    if req.journal_note:
+        why += "; journal of %s not used: %s" % (req.p["service_name"], req.journal_note)
     return dict(req.base, outcome="skipped", skipped=True,
                 reason="%s; a probe would launch vLLM (not in check mode)" % why)
 
