@@ -248,7 +248,6 @@ class ProbeCache(object):
         self.warn = warn or (lambda msg: None)
         self.fingerprint_version, self.compute = fingerprint_version, compute
         self.entries = {}
-        self.warnings = []
 
     def load(self):
         """Read the valid entries; returns the warnings (also passed to ``warn``)."""
@@ -260,7 +259,6 @@ class ProbeCache(object):
             raise ProbeFailed("refusing the cache: %s" % e)
         for w in warnings:
             self.warn(w)
-        self.warnings = warnings
         return warnings
 
     def get(self, fingerprint):

@@ -275,7 +275,6 @@ class ProbeProcess(object):
         self.watchdog = None
         self.use_watchdog = watchdog
         self._own_log = log_path is None
-        self.private_dir = None
         self.log_path = log_path
         self._log_fh = None
         self.reader = None
