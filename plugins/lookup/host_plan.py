@@ -84,7 +84,8 @@ from ansible.errors import AnsibleError, AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import template_error
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import VARIABLE_RE, plan_host
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import plan_host
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import VARIABLE_RE
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.ownership import FLEET_PATHS
 
 KINDS = (None, 'expected', 'predicted', 'probed')

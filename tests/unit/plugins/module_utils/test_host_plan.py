@@ -8,6 +8,7 @@ import pytest
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_variables
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError
 
 from rule_messages import GOOD, HOST, assert_message, only, settings  # noqa: F401
@@ -147,11 +148,11 @@ def test_validate_host_non_hybrid_skips_mamba_and_group_rules():
 
 
 def test_hybrid_from_probe_outcome_prediction_and_variable():
-    assert host_plan.decide_hybrid({}) == (True, 'vllm_server_hybrid')
-    assert host_plan.decide_hybrid({}, probe={'outcome': 'not_hybrid'}) == (False, 'probe')
-    assert host_plan.decide_hybrid({'vllm_server_hybrid': False}, probe={'outcome': 'found'}) == (True, 'probe')
-    assert host_plan.decide_hybrid({}, prediction={'hybrid': False}) == (False, 'prediction')
-    assert host_plan.decide_hybrid({'vllm_server_hybrid': 'false'}) == (False, 'vllm_server_hybrid')
+    assert fleet_rules.decide_hybrid({}) == (True, 'vllm_server_hybrid')
+    assert fleet_rules.decide_hybrid({}, probe={'outcome': 'not_hybrid'}) == (False, 'probe')
+    assert fleet_rules.decide_hybrid({'vllm_server_hybrid': False}, probe={'outcome': 'found'}) == (True, 'probe')
+    assert fleet_rules.decide_hybrid({}, prediction={'hybrid': False}) == (False, 'prediction')
+    assert fleet_rules.decide_hybrid({'vllm_server_hybrid': 'false'}) == (False, 'vllm_server_hybrid')
 
 
 # ----------------------------------------------------------------- validate_with_n and derive
@@ -346,14 +347,14 @@ def test_each_version_gets_its_own_virtualenv():
 def test_old_virtualenvs_to_remove_keep_the_current_and_the_newest():
     found = [('/opt/lmcache/lmcache-0.5.4', 10.0), ('/opt/lmcache/lmcache-0.5.5', 20.0),
              ('/opt/lmcache/lmcache-0.5.6', 30.0), ('/opt/lmcache/other', 40.0)]
-    assert host_plan.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.6', keep=2, prefix='lmcache-') == [
+    assert plan_variables.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.6', keep=2, prefix='lmcache-') == [
         '/opt/lmcache/lmcache-0.5.4']
     # a rollback: the current one is older than a newer failed install; both stay with keep=2
-    assert host_plan.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.5', keep=2, prefix='lmcache-') == [
+    assert plan_variables.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.5', keep=2, prefix='lmcache-') == [
         '/opt/lmcache/lmcache-0.5.4']
-    assert host_plan.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.6', keep=1, prefix='lmcache-') == [
+    assert plan_variables.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.6', keep=1, prefix='lmcache-') == [
         '/opt/lmcache/lmcache-0.5.5', '/opt/lmcache/lmcache-0.5.4']
-    assert host_plan.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.6', keep=5, prefix='lmcache-') == []
+    assert plan_variables.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.6', keep=5, prefix='lmcache-') == []
 
 
 def test_venvs_to_remove_filter_reads_a_find_result():
