@@ -29,6 +29,7 @@ and the code that applies them), ``plan_units`` (unit and environment file lines
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules
@@ -71,6 +72,16 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     services = {'lmcache': plan_units.lmcache_service(p.cfg, derived, lm, v['lmcache_gpus']),
                 'vllm': plan_units.vllm_service(p.cfg, derived, v)}
     return _assemble(p, v, derived, n_inputs, expected, services)
+
+
+def request_key(n=None, probe=None, prediction=None, mamba_blocks=None):
+    """A digest of what a plan was asked for besides the host's variables: N, the probe's result, the
+    prediction and M. A plan made earlier in the stage with the same key is that stage's plan (the lookup
+    host_plan's ``reuse``: one plan per host per stage)."""
+    number = as_int(n)
+    given = None if n in (None, '') else (number if number is not None else str(n))
+    text = json.dumps([given, probe, prediction, mamba_blocks], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode('utf-8')).hexdigest()[:32]
 
 
 def config_source(cfg, model):

@@ -51,6 +51,15 @@ SECRET_VARIABLES = ('vllm_server_api_key', 'vllm_server_hf_token')
 # A Hugging Face access token, wherever it is written.
 TOKEN_RE = re.compile(r'\bhf_[A-Za-z0-9]{20,}\b')
 
+# Variables the roles no longer read, refused when set: {name: (problem, fix)}.
+REMOVED_VARIABLES = {
+    # N has one door: the probe (or the prediction where the docs say so), through the host plan.
+    'lmcache_server_block_size': (
+        'is refused: N comes only from the probe (the vllm_block_size fact), through the host plan, so that LMCache '
+        'and vLLM always use the same N',
+        'remove it; before a probe, set vllm_server_expected_block_size to the N vLLM logs, or lmcache_server_chunk_size'),
+}
+
 SERVICE_NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.:-]{0,200}$')
 ACCOUNT_RE = re.compile(r'^[a-z_][a-z0-9_-]{0,30}$')
 HOST_LABEL_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$')
@@ -107,9 +116,12 @@ def first_checks(p, known):
                                 'put it in vllm_server_hf_token only (written to a 0600 file, never logged)'
                                 % (host_label(p.host), where))
                 break
+    for name in sorted(set(p.cfg) & set(REMOVED_VARIABLES)):
+        if p.cfg[name] not in (None, ''):
+            p.error(name, p.cfg[name], *REMOVED_VARIABLES[name])
     if known:
         for name in sorted(p.cfg):
-            if VARIABLE_RE.match(name) and name not in known:
+            if VARIABLE_RE.match(name) and name not in known and name not in REMOVED_VARIABLES:
                 close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
                 fix = 'did you mean %s?' % close[0] if close else 'remove it (see the roles\' meta/argument_specs.yml)'
                 p.error(name, p.cfg[name], 'is not a variable of the lmcache_server or vllm_server role', fix)

@@ -410,3 +410,26 @@ def test_version_tuple_and_pins():
     assert fleet_rules.torch_pin('0.32.0', fleet_rules.VLLM_TORCH_PINS) == '2.13.0'
     assert fleet_rules.torch_pin('0.5.3', fleet_rules.LMCACHE_TORCH_BUILDS) == '2.11.0'
     assert fleet_rules.torch_pin('0.5.30', fleet_rules.LMCACHE_TORCH_BUILDS) is None
+
+
+def test_n_has_one_door_lmcache_server_block_size_is_refused():
+    result = host_plan.plan_host(HOST, dict(GOOD, lmcache_server_block_size=544), n=784, n_kind='probed')
+    (error,) = result['errors']
+    assert_message(error, 'lmcache_server_block_size=544 is refused: N comes only from the probe',
+                   'set vllm_server_expected_block_size to the N vLLM logs, or lmcache_server_chunk_size')
+    # the chunk size follows the probed N, never the refused variable
+    assert result['derived']['chunk_size'] == 784
+    # refused also where unknown names are not checked (the day-two views), and not mistaken for a typo
+    assert only(host_plan.plan_host(HOST, dict(GOOD, lmcache_server_block_size=544), known=False)['errors'],
+                'lmcache_server_block_size') == [error]
+    assert host_plan.plan_host(HOST, dict(GOOD, lmcache_server_block_size=None), n=784, n_kind='probed')['errors'] == []
+
+
+def test_request_key_names_what_a_plan_was_asked_for():
+    key = host_plan.request_key
+    assert key(640) == key('640') == key(640, None, None, None)
+    assert key(None) == key('') != key(640)
+    assert key(640, probe={'outcome': 'found', 'block_size': 640}) != key(640)
+    assert key(640, prediction={'block_size': 640}) != key(640)
+    refused = {'mamba_cache_blocks': 50, 'source': 'refusal'}
+    assert key(640, mamba_blocks=refused) != key(640) and key(640, mamba_blocks=refused) == key(640, mamba_blocks=dict(refused))
