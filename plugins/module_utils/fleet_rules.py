@@ -487,7 +487,7 @@ def derive(p, v, lm, block, source, hybrid, hybrid_source):
     transfer = None
     if connector:
         transfer = kv_transfer_config(cfg.get('vllm_server_lmcache_host'), cfg.get('vllm_server_lmcache_port'),
-                                            cfg.get('vllm_server_lmcache_transfer_mode'), v['mq_timeout'])
+                                      cfg.get('vllm_server_lmcache_transfer_mode'), v['mq_timeout'])
     return {
         'block_size': block,
         'n_source': source or 'unknown',

@@ -219,7 +219,6 @@ def service_values(p, device, hybrid, secrets):
     return v, lm
 
 
-
 def _model_value(p):
     model = p.get('vllm_server_model')
     if not isinstance(model, str) or not model.strip():
