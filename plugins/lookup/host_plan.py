@@ -66,7 +66,7 @@ options:
         C(__fleet_plan)). It is returned as it is when it was planned for this host with the same O(block_size),
         O(probe), O(prediction) and O(mamba_blocks) (its C(request_key)); otherwise the host is planned anew. This
         is how each stage computes a host's plan once and the roles read it, while a role run on its own plans
-        for itself. The host's variables are not compared: pass a plan of the same run, in which no task changes
+        for itself. The host's variables are not compared, so pass a plan of the same run, in which no task changes
         them.
     type: raw
 notes:
