@@ -19,7 +19,8 @@ from ansible.utils.display import Display
 
 from ansible_collections.lmcache_vllm.fleet.plugins.lookup.model_config import read_model_config
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import hardware_groups, plan_tree
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import VARIABLE_RE, plan_host, public_view
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import plan_host, public_view
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import VARIABLE_RE
 
 display = Display()
 

@@ -11,16 +11,16 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 from ansible.utils.display import Display
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules, host_plan, package_spec
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules, host_plan, package_spec, plan_variables
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import predict_block_size, explain_block_size
 
 display = Display()
 
 
 def _positive_int(value, name):
-    number = fleet_rules.as_int(value)
+    number = plan_variables.as_int(value)
     if number is None or number < 1:
-        raise AnsibleFilterError('%s=%s is not a positive integer; use an integer >= 1' % (name, fleet_rules.fmt_value(value)))
+        raise AnsibleFilterError('%s=%s is not a positive integer; use an integer >= 1' % (name, plan_variables.fmt_value(value)))
     return number
 
 
@@ -39,22 +39,22 @@ def vllm_max_num_batched_tokens(n, value=None, separate_object_groups=True, host
         raise AnsibleFilterError('\n'.join(errors))
     for warning in warnings:
         display.warning(warning)
-    return fleet_rules.as_int(value)
+    return plan_variables.as_int(value)
 
 
 def lmcache_kv_transfer_config(host, port, transfer_mode=None, mq_timeout=None):
     """vLLM --kv-transfer-config (a dict; templates add ``| to_json``)."""
-    port_int = fleet_rules.as_int(port)
+    port_int = plan_variables.as_int(port)
     if port_int is None or not 1 <= port_int <= 65535:
-        raise AnsibleFilterError('lmcache_server_port=%s is not a TCP port; use an integer in 1..65535' % fleet_rules.fmt_value(port))
+        raise AnsibleFilterError('lmcache_server_port=%s is not a TCP port; use an integer in 1..65535' % plan_variables.fmt_value(port))
     if transfer_mode not in (None, '') and transfer_mode not in fleet_rules.CONNECTOR_TRANSFER_MODES:
         raise AnsibleFilterError('vllm_server_lmcache_transfer_mode=%s is not a connector transfer mode; use null (auto), lmcache_driven or engine_driven'
-                                 % fleet_rules.fmt_value(transfer_mode))
+                                 % plan_variables.fmt_value(transfer_mode))
     if mq_timeout not in (None, ''):
-        number = fleet_rules.as_number(mq_timeout)
+        number = plan_variables.as_number(mq_timeout)
         if number is None or number <= 0:
             raise AnsibleFilterError('vllm_server_lmcache_mq_timeout=%s is not a positive number of seconds; use null or e.g. 30'
-                                     % fleet_rules.fmt_value(mq_timeout))
+                                     % plan_variables.fmt_value(mq_timeout))
     return fleet_rules.kv_transfer_config(host, port_int, transfer_mode, mq_timeout)
 
 
@@ -72,8 +72,8 @@ def venvs_to_remove(found):
         raise AnsibleFilterError('venvs_to_remove expects one result of a find loop over {venvs_dir, prefix, current, keep}')
     item = found['item']
     dirs = [(entry.get('path'), float(entry.get('mtime') or 0)) for entry in found.get('files') or []]
-    return host_plan.venvs_to_remove(dirs, item.get('current'), fleet_rules.as_int(item.get('keep')) or 2,
-                                     item.get('prefix') or '')
+    return plan_variables.venvs_to_remove(dirs, item.get('current'), plan_variables.as_int(item.get('keep')) or 2,
+                                          item.get('prefix') or '')
 
 
 def same_version(installed, wanted):
@@ -83,7 +83,7 @@ def same_version(installed, wanted):
 
 def predicted_block_size(config, **options):
     """N predicted from a parsed config.json (int); ``details=true`` returns the explanation dict."""
-    details = fleet_rules.as_bool(options.pop('details', False)) is True
+    details = plan_variables.as_bool(options.pop('details', False)) is True
     if 'device' in options and 'platform' not in options:
         options['platform'] = options.pop('device')
     if 'gpu_architecture' in options and 'architecture' not in options:

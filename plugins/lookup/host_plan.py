@@ -60,6 +60,17 @@ options:
     description: Report role-prefixed variables that neither role knows (with the closest known name).
     type: bool
     default: true
+  reuse:
+    description:
+      - A plan this lookup returned earlier in the same stage (C(deploy.yml) and C(validate.yml) keep it in the fact
+        C(__fleet_plan)). It is returned as it is when it was planned for this host with the same O(block_size),
+        O(probe), O(prediction) and O(mamba_blocks) (its C(request_key)); otherwise the host is planned anew. This
+        is how each stage computes a host's plan once and the roles read it, while a role run on its own plans
+        for itself. The host's variables are not compared, so pass a plan of the same run, in which no task changes
+        them.
+    type: raw
+notes:
+  - With C(-vvv) each call says whether it planned the host or reused the stage's plan.
 """
 
 EXAMPLES = r"""
@@ -75,19 +86,25 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _raw:
-  description: One mapping, the host's plan (keys host, errors, warnings, derived, lmcache, vllm, probe, n_inputs, files, summary).
+  description:
+    - One mapping, the host's plan (keys host, errors, warnings, derived, lmcache, vllm, probe, n_inputs, files, summary),
+      with C(request_key), the digest O(reuse) compares.
   type: list
   elements: dict
 """
 
 from ansible.errors import AnsibleError, AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
+from ansible.utils.display import Display
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import template_error
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import VARIABLE_RE, plan_host
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import plan_host, request_key
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import VARIABLE_RE
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.ownership import FLEET_PATHS
 
 KINDS = (None, 'expected', 'predicted', 'probed')
+
+display = Display()
 
 
 class LookupModule(LookupBase):
@@ -96,30 +113,37 @@ class LookupModule(LookupBase):
         if variables is None:
             raise AnsibleLookupError('host_plan needs the task variables')
         self.set_options(var_options=variables, direct=kwargs)
-        names = sorted(name for name in variables if VARIABLE_RE.match(name) or name in FLEET_PATHS)
         host = variables.get('inventory_hostname')
-        settings, unusable = {}, []
-        for name in names:
-            # one variable that cannot be templated is this host's problem, reported with all the others
-            try:
-                settings[name] = self._templar.template(variables[name])
-            except AnsibleError as e:
-                unusable.append(template_error(host, name, getattr(e, 'message', None) or e))
         n_kind = self.get_option('n_kind')
         if n_kind not in KINDS:
             raise AnsibleLookupError('host_plan: n_kind=%s is not one of expected, predicted, probed' % n_kind)
         block_size = self.get_option('block_size')
         if isinstance(block_size, str) and not block_size.strip():
             block_size = None
-        probe = self.get_option('probe')
-        prediction = self.get_option('prediction')
-        plan = plan_host(
-            variables.get('inventory_hostname'), settings, n=block_size, n_kind=n_kind,
-            probe=probe if isinstance(probe, dict) else None,
-            prediction=prediction if isinstance(prediction, dict) else None,
-            prediction_problem=self.get_option('prediction_problem') or None,
-            mamba_blocks=self.get_option('mamba_blocks') if isinstance(self.get_option('mamba_blocks'), dict) else None,
-            known=None if self.get_option('check_names') else False)
+        asked = dict((name, self.get_option(name) if isinstance(self.get_option(name), dict) else None)
+                     for name in ('probe', 'prediction', 'mamba_blocks'))
+        key = request_key(block_size, **asked)
+        reuse = self.get_option('reuse')
+        if isinstance(reuse, dict) and reuse.get('host') == host and reuse.get('request_key') == key:
+            display.vvv('host_plan: %s reuses the plan of this stage' % host)
+            return [reuse]
+        settings, unusable = self._settings(host, variables)
+        plan = plan_host(host, settings, n=block_size, n_kind=n_kind,
+                         prediction_problem=self.get_option('prediction_problem') or None,
+                         known=None if self.get_option('check_names') else False, **asked)
         if unusable:
             plan['errors'] = unusable + list(plan['errors'])
+        plan['request_key'] = key
+        display.vvv('host_plan: %s planned' % host)
         return [plan]
+
+    def _settings(self, host, variables):
+        """(the role variables and fleet paths of the host, templated; errors of those that cannot be)."""
+        settings, unusable = {}, []
+        for name in sorted(name for name in variables if VARIABLE_RE.match(name) or name in FLEET_PATHS):
+            # one variable that cannot be templated is this host's problem, reported with all the others
+            try:
+                settings[name] = self._templar.template(variables[name])
+            except AnsibleError as e:
+                unusable.append(template_error(host, name, getattr(e, 'message', None) or e))
+        return settings, unusable

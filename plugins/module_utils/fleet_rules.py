@@ -1,31 +1,25 @@
 # -*- coding: utf-8 -*-
 # Copyright: lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Derivation and validation rules for one vLLM + LMCache host (pure functions).
+"""The host plan's rules: each rule that follows from N or from the pairing of LMCache and vLLM, with the code
+that applies it to one host (pure functions, no Ansible objects, no I/O).
 
-Everything here works on plain Python values: no Ansible objects, no I/O.
-Every problem is reported as one sentence of the form
-``host <h>: <variable>=<value> <problem>; <fix with a valid value>``.
-
-``settings`` dictionaries use the role variable names (``lmcache_server_*`` and
-``vllm_server_*``), fully resolved (``host_plan`` overlays the roles' defaults).
-Two extra keys are understood:
-
-``hybrid``
-    ``True`` (default) for a hybrid Mamba/GDN + attention model, ``False`` for an
-    ordinary attention-only model (the probe outcome ``not_hybrid``).  When the key
-    is missing or ``None`` and a ``vllm_block_size_probe`` result dictionary is given,
-    its ``outcome`` decides (``not_hybrid`` means not hybrid).
-``vllm_block_size_probe``
-    the probe module's result, only used to decide ``hybrid`` as described above.
+The rules themselves (chunk size, max-num-batched-tokens, the kv-transfer config, transfer modes, the
+connector, version pairing, wildcard binds, ...) take plain values; the functions under "applied to one
+host" (``decide_hybrid``, ``plan_n``, ``model_rules``, ``derive``, ``max_num_seqs``,
+``compare_prediction``) apply them to the checked values of ``host_plan.plan_host`` and record what they
+find on its ``plan_variables.HostSettings``. Every problem is one sentence of the form
+``host <h>: <variable>=<value> <problem>; <fix with a valid value>`` (``plan_variables.msg``).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
-import math
 import re
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import mamba_clamp
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import (
+    as_bool, as_int, as_number, fmt_value, host_label, msg)
 
 # `lmcache server --help` (lmcache 0.5.6): --eviction-policy {LRU,ARC,IsolatedLRU,noop}; argparse choices are case-sensitive.
 EVICTION_POLICIES = ('LRU', 'ARC', 'IsolatedLRU', 'noop')
@@ -69,80 +63,6 @@ class FleetRuleError(ValueError):
 
 
 # --------------------------------------------------------------------------- helpers
-
-def _label(host):
-    return host if host not in (None, '') else '(unnamed)'
-
-
-def fmt_value(value):
-    """Render a value the way a user writes it in YAML."""
-    if value is None:
-        return 'null'
-    if isinstance(value, bool):
-        return 'true' if value else 'false'
-    if isinstance(value, (dict, list)):
-        try:
-            return json.dumps(value, sort_keys=True)
-        except (TypeError, ValueError):
-            return str(value)
-    if isinstance(value, str) and value == '':
-        return '""'
-    return str(value)
-
-
-def msg(host, variable, value, problem, fix):
-    """Build one rule message: ``host <h>: <variable>=<value> <problem>; <fix>``."""
-    return 'host %s: %s=%s %s; %s' % (_label(host), variable, fmt_value(value), problem, fix)
-
-
-def as_int(value):
-    """Return ``value`` as an int when it is an integer (or a string of one), else None. Booleans are not integers."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else None
-    if isinstance(value, str):
-        text = value.strip()
-        if text[:1] in ('+', '-'):
-            sign, text = text[0], text[1:]
-        else:
-            sign = ''
-        if text.isdigit():
-            return int(sign + text)
-    return None
-
-
-def as_number(value):
-    """Return ``value`` as a float when it is a number (or a string of one), else None."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            return None
-        return number if math.isfinite(number) else None
-    return None
-
-
-def as_bool(value):
-    """Interpret YAML-ish booleans; anything unknown is returned unchanged."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        low = value.strip().lower()
-        if low in ('true', 'yes', 'on', '1'):
-            return True
-        if low in ('false', 'no', 'off', '0'):
-            return False
-    if isinstance(value, int):
-        return bool(value)
-    return value
-
 
 def resolve_connector_transfer_mode(transfer_mode, device):
     """The mode a connector really uses: unset/``auto`` is engine_driven on CPU and lmcache_driven on CUDA."""
@@ -468,3 +388,159 @@ def check_shared_memory_user(host, settings):
                 'segment that only vLLM\'s user may open' % vllm_user,
                 'set lmcache_server_user and lmcache_server_group to vLLM\'s user and group, or use engine_driven transfer '
                 '(vllm_server_lmcache_transfer_mode=null and lmcache_server_supported_transfer_mode=auto)')]
+
+
+# --------------------------------------------------------------------------- applied to one host
+
+def decide_hybrid(cfg, probe=None, prediction=None):
+    """(hybrid, source): the probe's outcome wins, then the prediction, then vllm_server_hybrid."""
+    if isinstance(probe, dict) and probe.get('outcome') in ('found', 'not_hybrid'):
+        return probe.get('outcome') != 'not_hybrid', 'probe'
+    if isinstance(prediction, dict) and 'hybrid' in prediction:
+        return bool(prediction.get('hybrid')), 'prediction'
+    return as_bool(cfg.get('vllm_server_hybrid')) is not False, 'vllm_server_hybrid'
+
+
+def plan_n(p, n, n_kind, prediction, prediction_problem, hybrid, hybrid_source):
+    """(N, where it came from, vllm_server_expected_block_size): the probed or predicted N, else the expected one."""
+    host = p.host
+    expected = p.integer('vllm_server_expected_block_size', low=1)
+    source = n_kind
+    if n in (None, '') and n_kind in (None, 'predicted') and expected is not None:
+        n, source = expected, 'expected'
+        if n_kind == 'predicted' and prediction_problem:
+            p.warnings.append('%s; planned with vllm_server_expected_block_size=%d' % (prediction_problem, expected))
+    block = None
+    if n not in (None, ''):
+        block = as_int(n)
+        if block is None or block < 1:
+            p.error('vllm_block_size', n, 'is not a positive integer block size',
+                    'use the N vLLM logs ("Setting attention block size to N tokens")')
+            block = None
+    elif n_kind == 'probed':
+        p.errors.append('host %s: vllm_block_size is unknown (the probe gave no N); run the deploy again or check the '
+                        'probe output above' % host_label(host))
+    elif n_kind == 'predicted':
+        p.errors.append('%s; or set vllm_server_expected_block_size to the N vLLM logs'
+                        % (prediction_problem or 'host %s: N cannot be predicted' % host_label(host)))
+    if block is None:
+        source = None
+    if block is not None and expected is not None and expected != block and source in ('predicted', 'probed'):
+        p.error('vllm_server_expected_block_size', expected, 'does not match the %s N=%d' % (source, block),
+                'use %d (or null%s)' % (block, '' if source == 'probed' else '; the probe on the host decides'))
+    if as_bool(p.get('vllm_server_hybrid')) is False and hybrid and hybrid_source != 'vllm_server_hybrid':
+        what = 'the probe found a hybrid model' if hybrid_source == 'probe' else \
+            '%s is a hybrid model' % (prediction or {}).get('architecture', 'the model')
+        p.errors.append('host %s: vllm_server_hybrid=false but %s%s; use true'
+                        % (host_label(host), what, ' (N=%s)' % block if block else ''))
+    return block, source, expected
+
+
+def model_rules(p, v, lm, hybrid):
+    """The hybrid, connector and version-pairing rules above, applied to this host."""
+    host, cfg, device, connector = p.host, p.cfg, v['device'], v['connector']
+    if hybrid and v['mamba_mode'] is not None and v['prefix'] is not None:
+        p.errors.extend(e for e in check_mamba_cache_mode(host, v['mamba_mode'], v['prefix']) if e not in p.errors)
+    server_mode = cfg.get('lmcache_server_supported_transfer_mode')
+    if connector is not None and device is not None:
+        view = dict(cfg, hybrid=hybrid)
+        errors = []
+        check_connector(host, view, device, hybrid, errors)
+        p.errors.extend(e for e in errors if e not in p.errors)
+        p.errors.extend(e for e in check_shared_memory_user(host, view) if e not in p.errors)
+    elif server_mode not in SERVER_TRANSFER_MODES:
+        p.errors.extend(check_transfer_modes(host, server_mode, None, 'cuda'))
+    if connector and device == 'cuda':
+        errs, warns = check_version_pairing(host, cfg.get('vllm_server_version'), {
+            'vllm_server_lmcache_version': cfg.get('vllm_server_lmcache_version'),
+            'lmcache_server_version': cfg.get('lmcache_server_version')})
+        p.errors.extend(errs)
+        p.warnings.extend(warns)
+
+
+def derive(p, v, lm, block, source, hybrid, hybrid_source):
+    """The N-dependent rules and every derived value."""
+    host, cfg, connector = p.host, p.cfg, v['connector']
+    chunk = None
+    max_tokens = v['mnbt']
+    if block is not None:
+        if lm['explicit_chunk'] is not None:
+            p.errors.extend(e for e in check_chunk_size(host, block, lm['explicit_chunk']) if e not in p.errors)
+            chunk = lm['explicit_chunk']
+        elif lm['multiple'] is not None:
+            chunk = default_chunk_size(block, lm['multiple'], hybrid)
+        if hybrid:
+            errs, warns = check_max_num_batched_tokens(
+                host, block, v['mnbt'], separate_object_groups=lm['separate'] is not False,
+                lmcache_version=cfg.get('vllm_server_lmcache_version') if connector else None)
+            p.errors.extend(e for e in errs if e not in p.errors)
+            p.warnings.extend(warns)
+            if max_tokens is None:
+                max_tokens = default_max_num_batched_tokens(block)
+            if v['spec'] and connector:
+                p.warn('vllm_server_speculative_config', v['spec'],
+                       'enables speculative decoding with LMCache on a hybrid model, which has produced corrupted output'
+                       ' with prefix caching', 'use null unless this combination has been verified')
+    workers = lm['workers']
+    if workers is None and v['tp'] is not None and v['tp'] > 1:
+        workers = v['tp']
+    transfer = None
+    if connector:
+        transfer = kv_transfer_config(cfg.get('vllm_server_lmcache_host'), cfg.get('vllm_server_lmcache_port'),
+                                      cfg.get('vllm_server_lmcache_transfer_mode'), v['mq_timeout'])
+    return {
+        'block_size': block,
+        'n_source': source or 'unknown',
+        'hybrid': hybrid,
+        'hybrid_source': hybrid_source,
+        'chunk_size': chunk,
+        'max_num_batched_tokens': max_tokens,
+        'separate_object_groups': True if hybrid else lm['separate'],
+        'mamba_cache_mode': v['mamba_mode'] if hybrid else None,
+        'enable_prefix_caching': True if hybrid else v['prefix'],
+        'max_gpu_workers': workers,
+        'kv_transfer_config': transfer,
+        'warnings': p.warnings,
+    }
+
+
+def max_num_seqs(p, v, block, hybrid, prediction, mamba_blocks):
+    """--max-num-seqs within vLLM's Mamba cache blocks M (mamba_clamp): M as vLLM reported it, else predicted."""
+    mamba = None
+    if hybrid and v['device'] == 'cuda':
+        if isinstance(mamba_blocks, dict) and mamba_blocks.get('mamba_cache_blocks') is not None:
+            mamba = mamba_clamp.rescale(mamba_blocks, block)
+        elif isinstance(prediction, dict) and isinstance(prediction.get('mamba'), dict):
+            mamba = mamba_clamp.rescale(prediction['mamba'], block)
+    memory = (mamba or {}).get('gpu_memory_total_mib')
+    default = mamba_clamp.vllm_default_max_num_seqs(v['device'], memory) if memory else \
+        mamba_clamp.vllm_default_max_num_seqs(v['device'], 160 * 1024)
+    decision = mamba_clamp.decide_max_num_seqs(host_label(p.host), v['max_seqs'], mamba, default,
+                                               full_cudagraphs=not v['eager'])
+    p.errors.extend(decision['errors'])
+    p.warnings.extend(decision['warnings'])
+    shown = None
+    if mamba is not None:
+        shown = dict((k, mamba[k]) for k in ('mamba_cache_blocks', 'source', 'how', 'problem', 'kv_cache_gib',
+                                             'weight_gib', 'weight_source', 'gpu_memory_source') if k in mamba)
+        shown.update(clamped=decision['clamped'], vllm_default_max_num_seqs=default)
+    inputs = {'gpu_memory_utilization': v['gpu_util'], 'max_model_len': v['max_len'], 'kv_cache_dtype': v['kv_dtype'],
+              'mamba_cache_dtype': v['mamba_dtype'], 'mamba_ssm_cache_dtype': v['ssm_dtype']}
+    return {'max_num_seqs': decision['value'], 'mamba': shown, 'mamba_inputs': inputs}
+
+
+def compare_prediction(p, block, prediction, n_inputs):
+    """A warning with both values and the prediction's inputs when the probed N differs from the predicted one."""
+    if block is None or not isinstance(prediction, dict) or not as_int(prediction.get('block_size')) \
+            or as_int(prediction.get('block_size')) == block:
+        return
+    shown = ['architecture=%s' % prediction.get('architecture', '?')]
+    shown += ['%s=%s' % (k, fmt_value(n_inputs[k])) for k in
+              ('tensor_parallel_size', 'dtype', 'kv_cache_dtype', 'mamba_ssm_cache_dtype', 'mamba_cache_dtype',
+               'block_size', 'num_speculative_tokens', 'platform', 'vllm_version')]
+    shown.append('config=%s' % n_inputs['config'])
+    shown += ['%s=%s' % (k, prediction[k]) for k in ('model_dtype', 'conv_dtype', 'ssm_dtype', 'gpu_architecture')
+              if k in prediction]
+    p.warnings.append('host %s: the probed N=%d differs from the predicted N=%s (prediction inputs: %s); the probe '
+                      'wins: N=%d is deployed' % (host_label(p.host), block, prediction.get('block_size'),
+                                                  ', '.join(shown), block))

@@ -103,8 +103,7 @@ _TABLE = [
      ('vllm_server_kv_connector',)),
     ('chunk_size_multiple', None, _CHUNK_MULTIPLE_RE,
      'LMCache chunk size {chunk} is not a multiple of vLLM block size {block}',
-     'set lmcache_server_chunk_size to null (derived from N) or a multiple of {block}, '
-     'and check that lmcache_server_block_size is the N vLLM logs',
+     'set lmcache_server_chunk_size to null (derived from N) or a multiple of {block}',
      ('lmcache_server_chunk_size', 'lmcache_server_chunk_multiple')),
     ('chunk_size_multiple', None, _CHUNK_MULTIPLE_RE,
      'the LMCache chunk size is not a multiple of vLLM block size',

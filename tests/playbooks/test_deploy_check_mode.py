@@ -6,16 +6,35 @@ The host is this machine (local connection, no become), every path of the roles 
 no vLLM installed: the preview reads the package versions without the virtualenv check mode would create, probes
 nothing, plans with the N predicted from the model's config.json, shows the unit files it would write and starts
 nothing. The molecule day2 scenario runs the same preview on a real systemd host before its first deploy.
+
+The same run counts the host plans (the lookup host_plan says at -vvv whether it planned the host or reused the
+plan of the stage): one plan per host per stage that plans (validate, then the check with N), and the roles of
+stages 2 and 4 read those plans instead of planning again.
 """
 
 from __future__ import annotations
 
+import collections
 import os
+import re
 
 from fleet_playbook_helpers import REPO_ROOT
 from test_day2 import local_host, write_inventory
 
 MODEL = os.path.join(REPO_ROOT, 'tests', 'fixtures', 'models', 'qwen35-tiny')
+PLAN_LINE = re.compile(r'^host_plan: (\S+) (planned|reuses the plan of this stage)$')
+
+
+def plans_per_play(output):
+    """{(play, host, 'planned' or 'reuses ...'): count} from the lookup host_plan's -vvv lines."""
+    counts, play = collections.Counter(), None
+    for line in output.splitlines():
+        if line.startswith('PLAY ['):
+            play = line[len('PLAY ['):line.index(']')]
+        match = PLAN_LINE.match(line.strip())
+        if match:
+            counts[(play, match.group(1), match.group(2).split()[0])] += 1
+    return counts
 
 
 def test_check_mode_previews_a_first_deploy(runner, tmp_path):
@@ -25,7 +44,7 @@ def test_check_mode_previews_a_first_deploy(runner, tmp_path):
                       vllm_server_os_packages=[], lmcache_server_os_packages=[])
     inventory = write_inventory(tmp_path, {'localhost': host})
 
-    code, output = runner.run('deploy.yml', inventory, '-e', 'ansible_become=false', '--check', '--diff')
+    code, output = runner.run('deploy.yml', inventory, '-e', 'ansible_become=false', '--check', '--diff', '-vvv')
 
     assert code == 0, output[-6000:]
     assert ('check mode: N was not probed on localhost (vLLM is not installed yet, or nothing is launched in check '
@@ -33,3 +52,10 @@ def test_check_mode_previews_a_first_deploy(runner, tmp_path):
     assert '+Description=vLLM OpenAI-compatible server (%s, N=640)' % MODEL in output
     assert 'Follow it on localhost with: journalctl -u fleet-test-vllm -f' in output
     assert list(root.iterdir()) == [], 'check mode created %s' % sorted(str(p) for p in root.rglob('*'))
+
+    counts = plans_per_play(output)
+    planned = dict((play, n) for (play, host, what), n in counts.items() if what == 'planned')
+    assert planned == {"Validate the fleet's variables": 1,
+                       'Stage 3, check the N-dependent values of every host before any service changes': 1}, counts
+    reused = set(play.split(',')[0] for (play, host, what) in counts if what == 'reuses')
+    assert reused == {'Stage 2', 'Stage 4'}, counts

@@ -10,7 +10,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules, host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules, host_plan, plan_variables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLES = ('lmcache_server', 'vllm_server')
@@ -44,20 +44,20 @@ def test_the_plan_reads_the_same_defaults():
     merged = {}
     for role in ROLES:
         merged.update(load(role, 'defaults', 'main.yml'))
-    assert host_plan.role_defaults() == merged
-    assert host_plan.known_variables() == set(merged)
+    assert plan_variables.role_defaults() == merged
+    assert plan_variables.known_variables() == set(merged)
 
 
 @pytest.mark.parametrize('variable, choices', [
-    ('vllm_server_dtype', host_plan.VLLM_DTYPES),
-    ('vllm_server_kv_cache_dtype', host_plan.VLLM_KV_CACHE_DTYPES),
-    ('vllm_server_mamba_ssm_cache_dtype', host_plan.VLLM_MAMBA_DTYPES),
-    ('vllm_server_mamba_cache_dtype', host_plan.VLLM_MAMBA_DTYPES),
+    ('vllm_server_dtype', plan_variables.VLLM_DTYPES),
+    ('vllm_server_kv_cache_dtype', plan_variables.VLLM_KV_CACHE_DTYPES),
+    ('vllm_server_mamba_ssm_cache_dtype', plan_variables.VLLM_MAMBA_DTYPES),
+    ('vllm_server_mamba_cache_dtype', plan_variables.VLLM_MAMBA_DTYPES),
     ('vllm_server_mamba_cache_mode', fleet_rules.MAMBA_CACHE_MODES),
     ('vllm_server_device', fleet_rules.DEVICES),
     ('lmcache_server_eviction_policy', fleet_rules.EVICTION_POLICIES),
     ('lmcache_server_supported_transfer_mode', fleet_rules.SERVER_TRANSFER_MODES),
-    ('lmcache_server_log_level', host_plan.LMCACHE_LOG_LEVELS),
+    ('lmcache_server_log_level', plan_variables.LMCACHE_LOG_LEVELS),
 ])
 def test_documented_choices_are_the_plans(variable, choices):
     options = {}

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_variables
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError
 
 from rule_messages import HOST, assert_message, only
@@ -17,10 +18,10 @@ from rule_messages import HOST, assert_message, only
 # ----------------------------------------------------------------- message format and errors
 
 def test_message_format():
-    assert rules.msg('h1', 'var', 12, 'is bad', 'use 3') == 'host h1: var=12 is bad; use 3'
-    assert rules.msg('h1', 'flag', False, 'is off', 'use true') == 'host h1: flag=false is off; use true'
-    assert rules.msg('h1', 'x', None, 'is unset', 'set it') == 'host h1: x=null is unset; set it'
-    assert rules.msg('', 'x', '', 'is empty', 'set it') == 'host (unnamed): x="" is empty; set it'
+    assert plan_variables.msg('h1', 'var', 12, 'is bad', 'use 3') == 'host h1: var=12 is bad; use 3'
+    assert plan_variables.msg('h1', 'flag', False, 'is off', 'use true') == 'host h1: flag=false is off; use true'
+    assert plan_variables.msg('h1', 'x', None, 'is unset', 'set it') == 'host h1: x=null is unset; set it'
+    assert plan_variables.msg('', 'x', '', 'is empty', 'set it') == 'host (unnamed): x="" is empty; set it'
 
 
 def test_fleet_rule_error_keeps_every_message():
@@ -35,7 +36,7 @@ def test_fleet_rule_error_keeps_every_message():
     (5, 5), ('5', 5), (' 12 ', 12), ('-3', -3), (4.0, 4), (4.5, None), (True, None), (None, None), ('x', None), ([1], None),
 ])
 def test_as_int(value, expected):
-    assert rules.as_int(value) == expected
+    assert plan_variables.as_int(value) == expected
 
 
 # ----------------------------------------------------------------- chunk size

@@ -8,6 +8,7 @@ import pytest
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_variables
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError
 
 from rule_messages import GOOD, HOST, assert_message, only, settings  # noqa: F401
@@ -147,11 +148,11 @@ def test_validate_host_non_hybrid_skips_mamba_and_group_rules():
 
 
 def test_hybrid_from_probe_outcome_prediction_and_variable():
-    assert host_plan.decide_hybrid({}) == (True, 'vllm_server_hybrid')
-    assert host_plan.decide_hybrid({}, probe={'outcome': 'not_hybrid'}) == (False, 'probe')
-    assert host_plan.decide_hybrid({'vllm_server_hybrid': False}, probe={'outcome': 'found'}) == (True, 'probe')
-    assert host_plan.decide_hybrid({}, prediction={'hybrid': False}) == (False, 'prediction')
-    assert host_plan.decide_hybrid({'vllm_server_hybrid': 'false'}) == (False, 'vllm_server_hybrid')
+    assert fleet_rules.decide_hybrid({}) == (True, 'vllm_server_hybrid')
+    assert fleet_rules.decide_hybrid({}, probe={'outcome': 'not_hybrid'}) == (False, 'probe')
+    assert fleet_rules.decide_hybrid({'vllm_server_hybrid': False}, probe={'outcome': 'found'}) == (True, 'probe')
+    assert fleet_rules.decide_hybrid({}, prediction={'hybrid': False}) == (False, 'prediction')
+    assert fleet_rules.decide_hybrid({'vllm_server_hybrid': 'false'}) == (False, 'vllm_server_hybrid')
 
 
 # ----------------------------------------------------------------- validate_with_n and derive
@@ -346,14 +347,14 @@ def test_each_version_gets_its_own_virtualenv():
 def test_old_virtualenvs_to_remove_keep_the_current_and_the_newest():
     found = [('/opt/lmcache/lmcache-0.5.4', 10.0), ('/opt/lmcache/lmcache-0.5.5', 20.0),
              ('/opt/lmcache/lmcache-0.5.6', 30.0), ('/opt/lmcache/other', 40.0)]
-    assert host_plan.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.6', keep=2, prefix='lmcache-') == [
+    assert plan_variables.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.6', keep=2, prefix='lmcache-') == [
         '/opt/lmcache/lmcache-0.5.4']
     # a rollback: the current one is older than a newer failed install; both stay with keep=2
-    assert host_plan.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.5', keep=2, prefix='lmcache-') == [
+    assert plan_variables.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.5', keep=2, prefix='lmcache-') == [
         '/opt/lmcache/lmcache-0.5.4']
-    assert host_plan.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.6', keep=1, prefix='lmcache-') == [
+    assert plan_variables.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.6', keep=1, prefix='lmcache-') == [
         '/opt/lmcache/lmcache-0.5.5', '/opt/lmcache/lmcache-0.5.4']
-    assert host_plan.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.6', keep=5, prefix='lmcache-') == []
+    assert plan_variables.venvs_to_remove(found, '/opt/lmcache/lmcache-0.5.6', keep=5, prefix='lmcache-') == []
 
 
 def test_venvs_to_remove_filter_reads_a_find_result():
@@ -409,3 +410,26 @@ def test_version_tuple_and_pins():
     assert fleet_rules.torch_pin('0.32.0', fleet_rules.VLLM_TORCH_PINS) == '2.13.0'
     assert fleet_rules.torch_pin('0.5.3', fleet_rules.LMCACHE_TORCH_BUILDS) == '2.11.0'
     assert fleet_rules.torch_pin('0.5.30', fleet_rules.LMCACHE_TORCH_BUILDS) is None
+
+
+def test_n_has_one_door_lmcache_server_block_size_is_refused():
+    result = host_plan.plan_host(HOST, dict(GOOD, lmcache_server_block_size=544), n=784, n_kind='probed')
+    (error,) = result['errors']
+    assert_message(error, 'lmcache_server_block_size=544 is refused: N comes only from the probe',
+                   'set vllm_server_expected_block_size to the N vLLM logs, or lmcache_server_chunk_size')
+    # the chunk size follows the probed N, never the refused variable
+    assert result['derived']['chunk_size'] == 784
+    # refused also where unknown names are not checked (the day-two views), and not mistaken for a typo
+    assert only(host_plan.plan_host(HOST, dict(GOOD, lmcache_server_block_size=544), known=False)['errors'],
+                'lmcache_server_block_size') == [error]
+    assert host_plan.plan_host(HOST, dict(GOOD, lmcache_server_block_size=None), n=784, n_kind='probed')['errors'] == []
+
+
+def test_request_key_names_what_a_plan_was_asked_for():
+    key = host_plan.request_key
+    assert key(640) == key('640') == key(640, None, None, None)
+    assert key(None) == key('') != key(640)
+    assert key(640, probe={'outcome': 'found', 'block_size': 640}) != key(640)
+    assert key(640, prediction={'block_size': 640}) != key(640)
+    refused = {'mamba_cache_blocks': 50, 'source': 'refusal'}
+    assert key(640, mamba_blocks=refused) != key(640) and key(640, mamba_blocks=refused) == key(640, mamba_blocks=dict(refused))

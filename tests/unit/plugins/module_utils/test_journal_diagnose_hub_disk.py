@@ -11,7 +11,7 @@ import os
 import pytest
 
 from ansible_collections.lmcache_vllm.fleet.plugins.filter.diagnose import journal_diagnose
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_variables
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnose import (
     DEFAULT_UNITS, diagnose, path_variable)
 
@@ -129,6 +129,6 @@ def test_fallback_names_the_unit():
 
 
 def test_default_units_are_the_roles_defaults():
-    defaults = host_plan.role_defaults()
+    defaults = plan_variables.role_defaults()
     assert DEFAULT_UNITS == {'vllm': defaults['vllm_server_service_name'],
                              'lmcache': defaults['lmcache_server_service_name']}
