@@ -58,8 +58,9 @@ def test_prometheus_scrapes_the_generated_targets_and_records_the_hit_ratio(runn
                              '--storage.tsdb.path=%s' % (tmp_path / 'tsdb'), '--web.listen-address=127.0.0.1:%d' % port],
                             stdout=log, stderr=subprocess.STDOUT)
     try:
-        ratio, up, deadline = [], [], time.time() + 90
-        while time.time() < deadline and not (ratio and len(up) == 2):
+        ratio, external, up, deadline = [], [], [], time.time() + 90
+        # the two recording rules may land in different evaluations: wait for both
+        while time.time() < deadline and not (ratio and external and len(up) == 2):
             time.sleep(1)
             try:
                 up = query(port, 'up == 1')
