@@ -38,29 +38,16 @@ unit: setup
 sandbox-down: setup
 	$(ENV) ansible-playbook playbooks/sandbox_down.yml
 
-## validate: check every host's variables (no host contacted)
-validate: setup
-	$(PLAY) playbooks/validate.yml $(ARGS)
-
-## plan: predict N and render every host's unit files on this machine (no GPU, no host contacted)
-plan: setup
-	$(PLAY) playbooks/plan.yml $(ARGS)
-
-## status: the fleet table (text, HTML, JSON under fleet-status/); read-only
-status: setup
-	$(PLAY) playbooks/status.yml $(ARGS)
-
-## remove: stop and remove the units, venvs and users the collection created on every host
-remove: setup
-	$(PLAY) playbooks/remove.yml $(ARGS)
-
-## monitoring: Prometheus targets, recording rules and a Grafana dashboard under fleet-monitoring/
-monitoring: setup
-	$(PLAY) playbooks/monitoring.yml $(ARGS)
-
-## gpus: read every host's GPUs and check TP and vllm_server_gpus against them
-gpus: setup
-	$(PLAY) playbooks/gpus.yml $(ARGS)
+## The day-two targets, one recipe (each runs playbooks/<target>.yml against INVENTORY):
+##   validate: check every host's variables (no host contacted)
+##   plan: predict N and render every host's unit files on this machine (no GPU, no host contacted)
+##   status: the fleet table (text, HTML, JSON under fleet-status/); read-only
+##   remove: stop and remove the units, venvs and users the collection created on every host
+##   monitoring: Prometheus targets, recording rules and a Grafana dashboard under fleet-monitoring/
+##   gpus: read every host's GPUs and check TP and vllm_server_gpus against them
+DAY_TWO := validate plan status remove monitoring gpus
+$(DAY_TWO): setup
+	$(PLAY) playbooks/$@.yml $(ARGS)
 
 clean:
 	rm -rf .cache/sanity tests/output

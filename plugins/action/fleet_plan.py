@@ -4,7 +4,8 @@
 """Action of lmcache_vllm.fleet.fleet_plan: the whole fleet's plan in one pass on the control node.
 
 Documented in plugins/modules/fleet_plan.py. The rules are host_plan.plan_host's, the prediction
-block_size_predict's, the files the roles' own templates; plan_tree holds the pass's pure logic.
+block_size_predict's, the files the roles' own templates; plan_tree holds the pass's pure logic,
+fleet_report the fleet table (its rows, the play's lines, fleet.md and fleet.html).
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ from ansible.template import generate_ansible_template_vars, trust_as_template
 from ansible.utils.display import Display
 
 from ansible_collections.lmcache_vllm.fleet.plugins.lookup.model_config import read_model_config
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import hardware_groups, plan_tree
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report, hardware_groups, plan_tree
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import plan_host, public_view
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import VARIABLE_RE
 
 display = Display()
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FLEET_TEMPLATES = ('fleet.md', 'fleet.html')
 
 
 class ActionModule(ActionBase):
@@ -52,14 +52,15 @@ class ActionModule(ActionBase):
         for host, plan, prediction, problem, host_vars in planned:
             public = public_view(plan)
             changed |= self._write_host(dest, host, public, prediction, problem, host_vars, made)
-            rows.append(plan_tree.fleet_row(public, prediction))
+            rows.append(fleet_report.plan_row(public, prediction))
         names, groups = hardware_groups.plan_groups(
             [dict(row, n_inputs=plan['n_inputs']) for row, (_h, plan, _p, _q, _v) in zip(rows, planned)])
         for row in rows:
             row['group'] = names[row['host']]
-        changed |= self._write_fleet(dest, rows, groups, warnings, task_vars, made)
-        result.update(changed=changed, rows=rows, groups=groups, warnings_shown=warnings,
-                      lines=plan_tree.table_lines(rows, dest, groups))
+        table = fleet_report.plan_table(rows, groups, warnings, dest)
+        for name, key in (('fleet.md', 'markdown'), ('fleet.html', 'html')):
+            changed |= plan_tree.write_file(os.path.join(dest, name), table[key], '0644', made, self._check)
+        result.update(changed=changed, rows=rows, groups=groups, warnings_shown=warnings, lines=table['lines'])
         return result
 
     def _plan_one(self, host, host_vars):
@@ -111,14 +112,4 @@ class ActionModule(ActionBase):
                                             self._check)
         content = to_nice_json(plan_tree.record(public, prediction, problem), sort_keys=True) + '\n'
         changed |= plan_tree.write_file(plan_tree.host_path(dest, host, '/plan.json'), content, '0644', made, self._check)
-        return changed
-
-    def _write_fleet(self, dest, rows, groups, warnings, task_vars, made):
-        changed = False
-        playbooks = os.path.join(COLLECTION_ROOT, 'playbooks', 'templates', 'plan')
-        for name in FLEET_TEMPLATES:
-            content = self._render(os.path.join(playbooks, name + '.j2'),
-                                   {'__fleet_plan_rows': rows, '__fleet_plan_groups': groups, '__fleet_check': {'warnings': warnings},
-                                    'ansible_managed': task_vars.get('ansible_managed')})
-            changed |= plan_tree.write_file(os.path.join(dest, name), content, '0644', made, self._check)
         return changed

@@ -1,14 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the status and monitoring playbooks (the logic lives in module_utils).
+"""Filters of the monitoring playbook (the logic lives in module_utils; the status table is the filter
+``fleet_table``).
 
-``fleet_status_rows`` and ``fleet_status_lines`` build the fleet table of ``playbooks/status.yml``;
 ``fleet_file_sd`` builds the Prometheus ``file_sd`` target list of ``playbooks/monitoring.yml``;
 ``prometheus_samples`` reads the Prometheus text format (``GET /metrics``).
 
-Documentation: ``plugins/filter/fleet_status_rows.yml``, ``fleet_status_lines.yml``, ``fleet_file_sd.yml``,
-``prometheus_samples.yml``.
+Documentation: ``plugins/filter/fleet_file_sd.yml``, ``prometheus_samples.yml``.
 """
 
 from __future__ import annotations
@@ -26,16 +25,6 @@ def _list_of_dicts(value, name):
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, dict) for v in value):
         raise AnsibleFilterError('%s expects a list of dictionaries' % name)
     return [dict(v) for v in value]
-
-
-def fleet_status_rows(results):
-    """One table row per host from ``[{'host', 'model', 'result'}]``."""
-    return fleet_report.status_rows(_list_of_dicts(results, 'fleet_status_rows'))
-
-
-def fleet_status_lines(rows):
-    """The fleet table as text lines."""
-    return fleet_report.status_lines(_list_of_dicts(rows, 'fleet_status_lines'))
 
 
 def fleet_file_sd(hosts):
@@ -59,12 +48,10 @@ def prometheus_samples(text, strict=False):
 
 
 class FilterModule:
-    """lmcache_vllm.fleet status and monitoring filters."""
+    """lmcache_vllm.fleet monitoring filters."""
 
     def filters(self):
         return {
-            'fleet_status_rows': fleet_status_rows,
-            'fleet_status_lines': fleet_status_lines,
             'fleet_file_sd': fleet_file_sd,
             'prometheus_samples': prometheus_samples,
         }

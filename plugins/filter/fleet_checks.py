@@ -11,13 +11,22 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import duplicate_hosts
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import (
+    REACH_VARIABLES, duplicate_hosts, machine_entry)
 
 
-def fleet_duplicate_hosts(entries):
-    """One error per machine that several inventory hosts reach."""
+def fleet_duplicate_hosts(entries, hostvars=None):
+    """One error per machine that several inventory hosts reach.
+
+    ``entries``: dicts (``host``, ``address``, ``port``, ``connection``), or host names when ``hostvars``
+    is given (each host's ``ansible_host``, ``ansible_port`` and ``ansible_connection`` are read there)."""
     if entries is None:
         return []
+    if hostvars is not None:
+        if isinstance(entries, (str, dict)) or not all(isinstance(e, str) for e in entries):
+            raise AnsibleFilterError('fleet_duplicate_hosts with hostvars expects a list of host names')
+        entries = [machine_entry(host, dict((name, hostvars[host][name]) for name, _key in REACH_VARIABLES
+                                            if name in hostvars[host])) for host in entries]
     if not isinstance(entries, (list, tuple)) or not all(isinstance(e, dict) for e in entries):
         raise AnsibleFilterError('fleet_duplicate_hosts expects a list of dictionaries')
     return duplicate_hosts([dict(e) for e in entries])

@@ -22,6 +22,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import (
     REDACTED,
     is_secret_name,
     redact,
+    redact_args,
     redact_text,
 )
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import (
@@ -219,25 +220,6 @@ def relevant_env(env):
     return out
 
 
-def fingerprint_args(extra_args):
-    """extra_args for the fingerprint: the value of a secret-named flag (``--hf-token X``,
-    ``--api-key=X``) as ``<redacted>`` (a credential does not change N), credentials recognised by
-    their shape redacted, everything else as given."""
-    out, hide = [], False
-    for arg in [str(a) for a in (extra_args or [])]:
-        if hide:
-            out.append(REDACTED)
-            hide = False
-            continue
-        name, eq, _value = arg.partition("=")
-        if arg.startswith("-") and is_secret_name(name):
-            out.append("%s=%s" % (name, REDACTED) if eq else arg)
-            hide = not eq
-            continue
-        out.append(redact_text(arg))
-    return out
-
-
 def fingerprint_inputs(model_id, vllm_version, extra_args=None, env=None, probe_mode="full", platform=None,
                        hardware=None, **n_inputs):
     """The canonical dict that is hashed (also stored with a cache entry).
@@ -252,7 +234,8 @@ def fingerprint_inputs(model_id, vllm_version, extra_args=None, env=None, probe_
         "vllm_version": vllm_version,
         "platform": platform or platform_from_version(vllm_version),
         **redact(n_input_values(n_inputs_of(n_inputs))),
-        "extra_args": fingerprint_args(extra_args),
+        # a secret-named flag's value as <redacted> (a credential does not change N), shapes redacted
+        "extra_args": redact_args(extra_args),
         "env": relevant_env(env),
         "probe_mode": probe_mode or "full",
         "hardware": hardware,

@@ -19,6 +19,8 @@ NETWORK_CONNECTIONS = {
     "winrm": 5986, "ansible.builtin.winrm": 5986, "psrp": 5986, "ansible.builtin.psrp": 5986,
 }
 LOCAL_CONNECTIONS = ("local", "ansible.builtin.local")
+# the host variables that say how a host is reached, and the entry key each one fills
+REACH_VARIABLES = (("ansible_host", "address"), ("ansible_port", "port"), ("ansible_connection", "connection"))
 
 
 def normal_address(address):
@@ -47,6 +49,16 @@ def machine_key(host, address=None, port=None, connection=None):
             number = str(port)
         return ("network", addr, number)
     return (conn, addr, None)
+
+
+def machine_entry(host, host_vars):
+    """How the inventory host ``host`` is reached, from its variables: ``{'host', 'address', 'port',
+    'connection'}`` (``ansible_host`` defaults to the host's name, ``ansible_connection`` to ssh)."""
+    entry = {"host": host, "address": host, "port": None, "connection": "ssh"}
+    for name, key in REACH_VARIABLES:
+        if name in host_vars:
+            entry[key] = host_vars[name]
+    return entry
 
 
 def _names(hosts):

@@ -3,8 +3,15 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Fleet-wide reports built on the control node (pure functions).
 
-- :func:`status_rows` turns every host's ``service_info`` result (or its failure) into one table row;
-- :func:`status_lines` prints those rows as the text table of ``playbooks/status.yml``;
+Every fleet table is built here, as rows and lines, and returned by :func:`fleet_table` (the filter
+``lmcache_vllm.fleet.fleet_table``; the plan's action calls :func:`plan_table`). YAML only displays them:
+
+- ``summary``: deploy.yml's stage 5, one row per host (N and its source, the predicted N, states, result);
+- ``status``: status.yml's table from every host's ``service_info`` result (or its failure), with the HTML page;
+- ``gpus``: gpus.yml's lines, every host's GPUs, and every GPU problem of the fleet;
+- the plan (``plan_table``): fleet_plan's rows, the play's lines and the Markdown and HTML pages.
+
+The pages are written by ``fleet_report_pages``. Besides the tables:
 - :func:`file_sd_targets` lists every host's vLLM and LMCache ``/metrics`` endpoints as a Prometheus
   ``file_sd`` target list, with the labels ``host``, ``model`` and ``service``, and says which endpoints
   Prometheus cannot reach (bound to loopback).
@@ -16,10 +23,24 @@ __metaclass__ = type
 
 import ipaddress
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_report_pages import (
+    plan_html, plan_markdown, status_html)
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import (
     FleetRuleError, is_wildcard, monitoring_label_errors)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware_groups import describe
 
 LOOPBACK_NAMES = ('localhost', 'localhost.localdomain', 'ip6-localhost')
+
+# The host variables each table reads (the filter passes only these, host by host).
+INPUTS = {
+    'summary': ('__fleet_plan', 'vllm_block_size_probe', '__fleet_service_states', '__fleet_prediction', 'ansible_facts',
+                'vllm_block_size', '__fleet_outcome', '__fleet_findings'),
+    'status': ('__fleet_status_model', '__fleet_status'),
+    'gpus': ('__fleet_gpus',),
+}
+
+SUMMARY_TITLES = ('host', 'model', 'TP', 'N (source)', 'predicted', 'chunk', 'mnbt', 'lmcache', 'vllm', 'GPUs', 'result')
+PLAN_FORMAT = '%-14s %-32s %3s %-24s %5s %-9s %6s %7s %-17s %s'
 
 COLUMNS = (('host', 'host'), ('state', 'state'), ('lmcache', 'lmcache'), ('vllm', 'vllm'), ('model', 'model'),
            ('n', 'N (source)'), ('versions', 'vllm / lmcache'), ('gpus', 'GPUs'),
@@ -189,3 +210,132 @@ def file_sd_targets(hosts):
             labels.update(dict((str(k), str(v)) for k, v in (item.get('labels') or {}).items()))
             groups.append({'targets': [_target(scrape, port)], 'labels': labels})
     return {'targets': groups, 'skipped': skipped}
+
+
+def fleet_table(kind, hosts, host_vars):
+    """The table ``kind`` (``summary``, ``status`` or ``gpus``) of ``hosts`` (in order), from ``host_vars``:
+    ``{host: {variable: value}}`` holding the variables of ``INPUTS[kind]`` that the host has.
+
+    Returns ``{'rows', 'lines'}`` and, per kind: ``problems`` (gpus: every GPU problem of the fleet),
+    ``html`` and ``results`` (status: the page and every host's raw result)."""
+    if kind not in INPUTS:
+        raise ValueError('unknown fleet table %r; one of: %s' % (kind, ', '.join(sorted(INPUTS))))
+    hosts = list(hosts or [])
+    host_vars = dict((host, (host_vars or {}).get(host) or {}) for host in hosts)
+    if kind == 'summary':
+        rows = summary_rows(hosts, host_vars)
+        return {'rows': rows, 'lines': summary_lines(rows)}
+    if kind == 'gpus':
+        return gpus_table(hosts, host_vars)
+    results = dict((host, host_vars[host].get('__fleet_status')) for host in hosts)
+    rows = status_rows([{'host': host, 'model': host_vars[host].get('__fleet_status_model') or '-',
+                         'result': results[host]} for host in hosts])
+    return {'rows': rows, 'lines': status_lines(rows), 'html': status_html(rows), 'results': results}
+
+
+def _summary_row(host, hv):
+    summary = (hv.get('__fleet_plan') or {}).get('summary') or {}
+    prediction = hv.get('__fleet_prediction')
+    gpus = ((hv.get('ansible_facts') or {}).get('fleet_gpus') or {}).get('count', '-')
+    return {
+        'host': host,
+        'model': summary.get('model', '?'),
+        'tp': summary.get('tp', '?'),
+        'gpus': gpus,
+        'n': hv.get('vllm_block_size', '?'),
+        'n_source': (hv.get('vllm_block_size_probe') or {}).get('source', '-'),
+        'predicted': prediction['block_size'] if prediction else '-',
+        'hybrid': summary.get('hybrid', '?'),
+        'chunk_size': summary.get('chunk_size', '-'),
+        'max_num_batched_tokens': summary.get('max_num_batched_tokens', '-'),
+        'lmcache': (hv.get('__fleet_service_states') or {}).get('lmcache', 'unknown'),
+        'vllm': (hv.get('__fleet_service_states') or {}).get('vllm', 'unknown'),
+        'result': hv.get('__fleet_outcome', 'failed'),
+        'problems': [finding['message'] for finding in hv.get('__fleet_findings') or []],
+    }
+
+
+def summary_rows(hosts, host_vars):
+    """deploy.yml's stage 5: one row per host, read from the facts the other stages left."""
+    return [_summary_row(host, host_vars.get(host) or {}) for host in hosts]
+
+
+def summary_lines(rows):
+    """The summary as the play shows it: a header, one line per host, then every host's problems."""
+    host_w = max([4] + [len(str(r['host'])) for r in rows])
+    model_w = max([5] + [len(str(r['model'])) for r in rows])
+    fmt = '%%-%ds %%-%ds %%3s %%-13s %%9s %%6s %%6s %%-9s %%-9s %%4s %%s' % (host_w, model_w)
+    lines = [fmt % SUMMARY_TITLES]
+    for r in rows:
+        mnbt = r['max_num_batched_tokens'] if r['max_num_batched_tokens'] is not None else 'default'
+        lines.append(fmt % (r['host'], r['model'], r['tp'], '%s (%s)' % (r['n'], r['n_source']), r['predicted'],
+                            r['chunk_size'], mnbt, r['lmcache'], r['vllm'], r['gpus'], r['result']))
+    for r in rows:
+        lines.extend(r['problems'])
+    return lines
+
+
+def _gpu_line(gpu):
+    used = gpu.get('memory_used_mib')
+    return '  %s %s %s %s MiB, %s MiB used, compute %s' % (
+        gpu.get('index'), gpu.get('name'), gpu.get('uuid'), gpu.get('memory_total_mib'),
+        used if used is not None else '?', gpu.get('compute_cap') or '?')
+
+
+def gpus_table(hosts, host_vars):
+    """gpus.yml: every host's ``gpu_facts`` result (``__fleet_gpus``) as lines, and every GPU problem."""
+    rows, lines, problems = [], [], []
+    for host in hosts:
+        result = host_vars.get(host, {}).get('__fleet_gpus') or {}
+        facts = (result.get('ansible_facts') or {}).get('fleet_gpus')
+        if facts is None:
+            why = result.get('msg', 'the host left the play')
+            rows.append({'host': host, 'read': False, 'reason': why, 'gpus': [], 'problems': []})
+            lines.append('%s: not read (%s)' % (host, why))
+            problems.append('host %s: the GPUs could not be read' % host)
+            continue
+        host_problems = list(result.get('problems') or [])
+        rows.append({'host': host, 'read': True, 'reason': facts.get('reason'), 'gpus': list(facts.get('gpus') or []),
+                     'problems': host_problems})
+        lines.append('%s: %s' % (host, facts.get('reason')))
+        lines.extend(_gpu_line(gpu) for gpu in facts.get('gpus') or [])
+        problems.extend(host_problems)
+    return {'rows': rows, 'lines': lines, 'problems': problems}
+
+
+def plan_row(public, prediction):
+    """A host's row of the plan (fleet.md, fleet.html and the play's output)."""
+    summary = public['summary']
+    p = prediction or {}
+    gpu_kind = p.get('assumed_architecture', '?')
+    if 'architecture_source' in p:
+        gpu_kind = '%s (%s)' % (gpu_kind, p['architecture_source'])
+    row = dict(summary)
+    row.update(architecture=p.get('architecture', '?'), gpu_kind=gpu_kind,
+               dtype=p.get('model_dtype', summary['dtype']), conv_dtype=p.get('conv_dtype', '-'),
+               ssm_dtype=p.get('ssm_dtype', summary['ssm_dtype']))
+    return row
+
+
+def plan_lines(rows, plan_dir, groups=()):
+    """The plan as the play shows it: one line per host, the probe groups, then where the plan was written."""
+    lines = [PLAN_FORMAT % ('host', 'model', 'TP', 'dtype/kv/ssm', 'N', 'source', 'chunk', 'mnbt', 'ports vllm/lmc/http',
+                            'group')]
+    for r in rows:
+        mnbt = r['max_num_batched_tokens'] if r['max_num_batched_tokens'] is not None else 'default'
+        lines.append(PLAN_FORMAT % (
+            r['host'], r['model'], r['tp'], '%s/%s/%s' % (r['dtype'], r['kv_cache_dtype'], r['ssm_dtype']),
+            r['n'], r['n_source'], r['chunk_size'], mnbt,
+            '%s/%s/%s' % (r['vllm_port'], r['lmcache_port'], r['lmcache_http_port']), r.get('group', '-')))
+    lines.extend(describe(group) for group in groups)
+    lines.append('plan written to %s (fleet.md, fleet.html, one folder per host)' % plan_dir)
+    return lines
+
+
+def plan_table(rows, groups, warnings, plan_dir):
+    """The plan: ``{'rows', 'lines', 'markdown', 'html'}``; the warnings are the plan's, then each row's, each once."""
+    shown = list(warnings or [])
+    for row in rows:
+        shown.extend(w for w in row.get('warnings') or [] if w not in shown)
+    return {'rows': rows, 'lines': plan_lines(rows, plan_dir, groups),
+            'markdown': plan_markdown(rows, groups, shown), 'html': plan_html(rows, shown)}

@@ -5,7 +5,12 @@
 
 The option tables (every option string, its destination, whether it takes a value) are generated
 from the pinned parsers by ``scripts/gen-cli-tables.py`` into ``vllm_cli_table`` and
-``lmcache_cli_table``. ``reached(arg, table)`` returns the option strings an argument can reach:
+``lmcache_cli_table`` (do not edit them: tests/real/test_cli_tables_real.py fails when a pinned
+parser differs). Their format, read here only: ``TABLE['program']`` and ``['version']`` name the
+parser; ``options``: option string -> [destination, takes a value, value is JSON]; ``dialect``:
+``vllm`` (FlexibleArgumentParser's rewriting of ``_``, dotted sub-keys, ``-O<n>`` and ``--config``)
+or ``argparse``; ``file_dests``: options that read a file of flags; ``optimization_option``,
+``allow_abbrev``, ``prefix_chars`` and ``positionals`` as the parser has them. ``reached(arg, table)`` returns the option strings an argument can reach:
 exact names, ``--flag=value``, underscores for dashes and dotted JSON sub-keys (vLLM's
 ``FlexibleArgumentParser`` rewrites them before argparse sees them), ``-O<level>``, the
 abbreviations argparse accepts (``allow_abbrev``, for ``--long`` and ``-short`` options) and

@@ -5,8 +5,8 @@
 
 Pure logic, no Ansible: the prediction of each host's N from its model's configuration (read once
 per distinct model), the checks of every host's plan (all problems at once, in validate.yml's
-words), each host's ``plan.json`` record, the fleet table's rows and the writing of a file only
-when its content or mode differs. The plans themselves come from ``host_plan.plan_host``.
+words), each host's ``plan.json`` record and the writing of a file only when its content or mode
+differs. The fleet table is ``fleet_report``'s (``plan_row``, ``plan_table``). The plans themselves come from ``host_plan.plan_host``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import explain_block_size
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware_groups import describe
 
 
 def prediction_inputs(n_inputs):
@@ -84,35 +83,6 @@ def record(public, prediction, problem):
     out.update(prediction=prediction, prediction_problem=problem,
                block_size=public['derived']['block_size'], block_size_source=public['derived']['n_source'])
     return out
-
-
-def fleet_row(public, prediction):
-    """A host's row of the fleet table (fleet.md, fleet.html and the play's output)."""
-    summary = public['summary']
-    p = prediction or {}
-    gpu_kind = p.get('assumed_architecture', '?')
-    if 'architecture_source' in p:
-        gpu_kind = '%s (%s)' % (gpu_kind, p['architecture_source'])
-    row = dict(summary)
-    row.update(architecture=p.get('architecture', '?'), gpu_kind=gpu_kind,
-               dtype=p.get('model_dtype', summary['dtype']), conv_dtype=p.get('conv_dtype', '-'),
-               ssm_dtype=p.get('ssm_dtype', summary['ssm_dtype']))
-    return row
-
-
-def table_lines(rows, plan_dir, groups=()):
-    """The plan as the play shows it: one line per host, the probe groups, then where the plan was written."""
-    fmt = '%-14s %-32s %3s %-24s %5s %-9s %6s %7s %-17s %s'
-    lines = [fmt % ('host', 'model', 'TP', 'dtype/kv/ssm', 'N', 'source', 'chunk', 'mnbt', 'ports vllm/lmc/http',
-                    'group')]
-    for r in rows:
-        mnbt = r['max_num_batched_tokens'] if r['max_num_batched_tokens'] is not None else 'default'
-        lines.append(fmt % (r['host'], r['model'], r['tp'], '%s/%s/%s' % (r['dtype'], r['kv_cache_dtype'], r['ssm_dtype']),
-                            r['n'], r['n_source'], r['chunk_size'], mnbt,
-                            '%s/%s/%s' % (r['vllm_port'], r['lmcache_port'], r['lmcache_http_port']), r.get('group', '-')))
-    lines.extend(describe(group) for group in groups)
-    lines.append('plan written to %s (fleet.md, fleet.html, one folder per host)' % plan_dir)
-    return lines
 
 
 def host_path(plan_dir, host, dest=''):

@@ -46,6 +46,7 @@ FORBIDDEN_FILES = ('Makefile', '.gitignore', '.ansible-lint', 'galaxy.yml', 'pla
 REQUIRED = ('MANIFEST.json', 'FILES.json', 'README.md', 'COPYING', 'meta/runtime.yml',
             'roles/lmcache_server/README.md', 'roles/vllm_server/README.md',
             'roles/lmcache_server/meta/argument_specs.yml', 'roles/vllm_server/meta/argument_specs.yml',
+            'roles/common/meta/argument_specs.yml', 'roles/common/files/fleet_wait_ready.py',
             'plugins/modules/block_size_probe.py', 'plugins/modules/gpu_facts.py', 'plugins/modules/service_info.py',
             'plugins/module_utils/prometheus_text.py', 'plugins/module_utils/gpu_facts.py',
             'plugins/module_utils/journal_diagnose.py', 'plugins/filter/day2.py', 'plugins/lookup/model_config.py',

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 
 import pytest
 import yaml
 
 from fleet_collection import REPO_ROOT
+from prometheus_tools import prometheus_program
 
 RULES = os.path.join(REPO_ROOT, 'playbooks', 'files', 'prometheus', 'lmcache_vllm_fleet.rules.yml')
 DASHBOARD = os.path.join(REPO_ROOT, 'playbooks', 'files', 'grafana', 'lmcache_vllm_fleet.json')
@@ -25,12 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 @pytest.fixture(name='promtool')
 def promtool_fixture():
-    found = shutil.which('promtool')
-    if not found:
-        if os.environ.get('FLEET_REQUIRE_PROMTOOL') == '1':
-            pytest.fail('promtool is missing: bash scripts/setup-prometheus.sh installs it')
-        pytest.skip('promtool is missing (bash scripts/setup-prometheus.sh)')
-    return found
+    return prometheus_program('promtool')
 
 
 def recorded():

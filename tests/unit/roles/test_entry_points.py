@@ -51,3 +51,24 @@ def test_the_roles_defaults_pass_their_argument_spec(role):
             for name, option in options.items()}
     result = ArgumentSpecValidator(spec).validate(dict(defaults))
     assert result.error_messages == []
+
+
+def test_the_internal_role_has_a_spec_per_entry_point_and_the_roles_include_it():
+    """roles/common (internal): every tasks file is an entry point with its argument spec and named in the README; the two roles
+    include its entry points and no longer read each other's files."""
+    with open(os.path.join(ROOT, 'roles', 'common', 'meta', 'argument_specs.yml'), encoding='utf-8') as handle:
+        specs = yaml.safe_load(handle)['argument_specs']
+    assert sorted(specs) == entry_points('common') == ['account', 'helper']
+    for name, spec in specs.items():
+        assert spec['short_description'].startswith('Internal'), name
+        assert all(option.startswith('common_') and value['required'] for option, value in spec['options'].items())
+    with open(os.path.join(ROOT, 'roles', 'common', 'README.md'), encoding='utf-8') as handle:
+        readme = handle.read()
+    assert all('`%s`' % name in readme for name in specs)
+    for role in ROLES:
+        with open(os.path.join(ROOT, 'roles', role, 'tasks', 'install.yml'), encoding='utf-8') as handle:
+            tasks = yaml.safe_load(handle)
+        included = [t['ansible.builtin.include_role']['tasks_from'] for t in tasks if 'ansible.builtin.include_role' in t]
+        assert included == ['account', 'helper'], role
+        with open(os.path.join(ROOT, 'roles', role, 'tasks', 'install.yml'), encoding='utf-8') as handle:
+            assert '../' not in handle.read(), role

@@ -109,10 +109,6 @@ def test_file_sd_targets_by_bind_address():
 
 def test_filters():
     assert day2.fleet_file_sd(None) == {'targets': [], 'skipped': []}
-    assert day2.fleet_status_rows([]) == []
-    assert day2.fleet_status_lines([])[-1] == '0 host(s): '
-    with pytest.raises(AnsibleFilterError):
-        day2.fleet_status_rows('not a list')
     with pytest.raises(AnsibleFilterError):
         day2.fleet_file_sd([1, 2])
     samples = day2.prometheus_samples(['a_total{x="1"} 2', 'b +Inf'])
@@ -123,5 +119,5 @@ def test_filters():
         day2.prometheus_samples('bad line here\n', strict=True)
     with pytest.raises(AnsibleFilterError):
         day2.prometheus_samples(42)
-    names = ['fleet_file_sd', 'fleet_status_lines', 'fleet_status_rows', 'prometheus_samples']
+    names = ['fleet_file_sd', 'prometheus_samples']
     assert sorted(day2.FilterModule().filters()) == names

@@ -12,7 +12,7 @@ import pytest
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import hardware_groups as hg
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import fingerprint_inputs
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import hardware_identity
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_tree import table_lines
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_report import plan_lines
 
 MODEL = {"kind": "hub", "id": "Qwen/Qwen3.5-0.8B", "revision": "main"}
 
@@ -99,7 +99,7 @@ def test_plan_groups_and_the_shown_lines():
     names, groups = hg.plan_groups(rows)
     assert names == {"a": "G1", "b": "G2", "c": "G1", "d": "G3"}
     assert groups[0] == {"name": "G1", "canary": "a", "members": ["a", "c"]}
-    lines = table_lines([], "/p", groups + [{"name": "G9", "canary": "x", "members": ["x"] + ["y%d" % i for i in range(7)]}])
+    lines = plan_lines([], "/p", groups + [{"name": "G9", "canary": "x", "members": ["x"] + ["y%d" % i for i in range(7)]}])
     assert "probe group G1: 2 host(s), probed on a, taken by c" in lines
     assert "probe group G9: 8 host(s), probed on x, taken by y0, y1, y2, y3, y4 and 2 more" in lines
 

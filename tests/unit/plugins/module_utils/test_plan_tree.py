@@ -13,7 +13,7 @@ import stat
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_tree
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report, plan_tree
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import explain_block_size
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import plan_host, public_view
 
@@ -99,12 +99,12 @@ def test_record_and_row_carry_the_prediction():
                                    prediction=prediction))
     record = plan_tree.record(public, prediction, None)
     assert record['block_size'] == prediction['block_size'] and record['block_size_source'] == 'predicted'
-    row = plan_tree.fleet_row(public, prediction)
+    row = fleet_report.plan_row(public, prediction)
     assert row['gpu_kind'] == '%s (%s)' % (prediction['assumed_architecture'], prediction['architecture_source'])
     assert row['ssm_dtype'] == prediction['ssm_dtype'] and row['n'] == prediction['block_size']
-    unknown = plan_tree.fleet_row(public, None)
+    unknown = fleet_report.plan_row(public, None)
     assert unknown['gpu_kind'] == '?' and unknown['conv_dtype'] == '-'
-    lines = plan_tree.table_lines([row], '/plans')
+    lines = fleet_report.plan_lines([row], '/plans')
     assert lines[1].split()[:2] == ['h', 'x/y'] and lines[-1].startswith('plan written to /plans ')
 
 

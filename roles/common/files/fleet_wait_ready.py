@@ -4,9 +4,9 @@
 
 Usage: <venv>/bin/python <venv>/bin/fleet-wait-ready URL TIMEOUT_SECONDS
 
-One copy serves both roles: lmcache_server installs it from its files/, vllm_server
-from this same file (the roles sit side by side in the collection). It is run with
-the venv's interpreter, so it needs no shebang and no executable bit.
+One copy serves both roles: the internal role common installs it for lmcache_server
+and vllm_server (tasks_from: helper). It is run with the venv's interpreter, so it
+needs no shebang and no executable bit.
 
 Exits 0 once URL answers 200, 1 when TIMEOUT_SECONDS pass first or when the
 service's main process (systemd's $MAINPID) is gone, so ``systemctl start``
