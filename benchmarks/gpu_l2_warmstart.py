@@ -238,7 +238,7 @@ class Host:
 
     def store_keys(self, prefix):
         client = self.store_client()
-        count = sum(1 for _ in client.scan_iter(match=prefix + "@*", count=1000))
+        count = len(list(client.scan_iter(match=prefix + "@*", count=1000)))
         info = client.info("memory")
         return {"keys": count, "dbsize": client.dbsize(), "used_memory_mib": round(info["used_memory"] / 1048576, 1)}
 
@@ -429,13 +429,13 @@ def l2_phase(host, res, args):
         raise RuntimeError("0.8B cold start failed")
     vm_url = "http://127.0.0.1:%d/metrics" % port
     lm_m = lm_url + "/metrics"
-    for i in range(2):
+    for dummy in range(2):
         measure(host, rows, "warmup-1", port, name, fresh.pop(), lm_m, vm_url)
-    for i, p in enumerate(prompts):
+    for p in prompts:
         measure(host, rows, "miss", port, name, p, lm_m, vm_url)
     l2["store_after_misses"] = wait_stable(lambda: host.store_keys(prefix)["keys"], settle=4.0, timeout=90)
     l2["store_info_after_misses"] = host.store_keys(prefix)
-    for i, p in enumerate(prompts):
+    for p in prompts:
         measure(host, rows, "l1_hit", port, name, p, lm_m, vm_url, reset=True)
     l2["lmcache1_metrics"] = {k: v for k, v in host.g.scrape(lm_m).items() if k.startswith("lmcache")}
     l2["stop1"] = host.stop(vll, lmc)
@@ -456,7 +456,7 @@ def l2_phase(host, res, args):
         measure(host, rows, "l2_hit", port, name, p, lm_m, vm_url)
     for p in prompts:
         measure(host, rows, "l1_hit_after_l2", port, name, p, lm_m, vm_url, reset=True)
-    for _ in range(3):
+    for dummy in range(3):
         measure(host, rows, "miss_after_restart", port, name, fresh.pop(), lm_m, vm_url)
     l2["lmcache2_metrics"] = {k: v for k, v in host.g.scrape(lm_m).items() if k.startswith("lmcache")}
     l2["store_info_end"] = host.store_keys(prefix)
@@ -472,7 +472,7 @@ def summarize_l2(l2):
     by = {}
     for r in rows:
         by.setdefault(r["label"], []).append(r)
-    misses = {i: r for i, r in enumerate(by.get("miss", []))}
+    misses = dict(enumerate(by.get("miss", [])))
     summary = {}
     for label, rs in by.items():
         summary[label] = {"n": len(rs), "ttft_median_s": median([r["ttft_s"] for r in rs]),
