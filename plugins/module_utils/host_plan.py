@@ -34,6 +34,7 @@ import os
 import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
 
 ROLES = ('lmcache_server', 'vllm_server')
@@ -651,13 +652,14 @@ def n_input_flags(inputs, explicit=True):
 
 
 def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, prediction_problem=None,
-              defaults=None, known=None):
+              defaults=None, known=None, kv_stores=None):
     """The plan of one host (see the module docstring). Never raises for bad input: errors are listed.
 
     ``n_kind`` says where ``n`` comes from: ``None`` (static checks, ``n`` ignored unless it is the
     host's vllm_server_expected_block_size), ``'expected'``, ``'predicted'`` or ``'probed'``.
     ``known`` is the set of variable names the roles accept (default: their argument specs;
-    ``False`` skips the check).
+    ``False`` skips the check). ``kv_stores``: ``{store host: its kv_store_* variables and ansible_host}``
+    of the group lmcache_server_kv_store_group, for a host in an L2 pool (``kv_pool``).
     """
     cfg = role_defaults() if defaults is None else dict(defaults)
     cfg.update(dict(settings or {}))
@@ -684,7 +686,7 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     n_inputs = _n_inputs(cfg, v)
     if n_kind == 'probed':
         _compare_prediction(p, block, prediction, n_inputs)
-    v.update(n_inputs=n_inputs, secrets=secrets)
+    v.update(n_inputs=n_inputs, secrets=secrets, kv=_kv_pool(p, derived, n_inputs, kv_stores))
     return _assemble(p, v, lm, derived, n_inputs, expected)
 
 
@@ -807,6 +809,17 @@ def _vllm_values(p, device):
         'lmcache_server_start_timeout', 'lmcache_server_stop_timeout', 'lmcache_server_restart_sec',
         'vllm_server_probe_timeout'))
     return v
+
+
+def _kv_pool(p, derived, n_inputs, kv_stores):
+    """The host's L2 pool (kv_pool.plan_pool), or None when lmcache_server_kv_pool is null."""
+    pool = p.get('lmcache_server_kv_pool')
+    if pool in (None, ''):
+        return None
+    group = p.get('lmcache_server_kv_store_group')
+    resolved, errors = kv_pool.resolve(p.host, pool, group, kv_stores or {})
+    p.errors.extend(e for e in errors if e not in p.errors)
+    return kv_pool.plan_pool(p.host, resolved, n_inputs, derived, p.cfg) if resolved else None
 
 
 def _lmcache_values(p, hybrid):
@@ -963,7 +976,7 @@ def _assemble(p, v, lm_values, derived, n_inputs, expected):
     """The plan's result: the services (argv, environments, unit lines), the probe's arguments, the files."""
     cfg = p.cfg
     lm = _lmcache_service(cfg, derived, lm_values['extra'], lm_values['env'], v['lmcache_gpus'], lm_values['l1'],
-                          lm_values['log_level'], lm_values['track'])
+                          lm_values['log_level'], lm_values['track'], v.get('kv'))
     vl = _vllm_service(cfg, derived, v)
     ports = v['ports']
     return {
@@ -972,6 +985,7 @@ def _assemble(p, v, lm_values, derived, n_inputs, expected):
         'warnings': p.warnings,
         'n_inputs': n_inputs,
         'derived': derived,
+        'kv_pool': dict((k, w) for k, w in (v.get('kv') or {}).items() if k != 'adapter_json') or None,
         'lmcache': lm,
         'vllm': vl,
         'probe': {
@@ -1012,6 +1026,8 @@ def _assemble(p, v, lm_values, derived, n_inputs, expected):
             'vllm_port': ports.get('vllm_server_port'), 'lmcache_port': ports.get('lmcache_server_port'),
             'lmcache_http_port': ports.get('lmcache_server_http_port'),
             'connector': bool(v['connector']), 'warnings': p.warnings,
+            'kv_pool': (v.get('kv') or {}).get('pool'), 'kv_store': ','.join((v.get('kv') or {}).get('nodes') or []),
+            'kv_prefix': (v.get('kv') or {}).get('key_prefix'),
         },
     }
 
@@ -1105,7 +1121,7 @@ def unit_lines(service, documentation, after, requires=None):
     return lines
 
 
-def _lmcache_service(cfg, derived, extra, user_env, gpus, l1, log_level, track):
+def _lmcache_service(cfg, derived, extra, user_env, gpus, l1, log_level, track, kv=None):
     name = cfg.get('lmcache_server_service_name')
     service = _unit_common(name, cfg, 'lmcache_server')
     venv = str(cfg.get('lmcache_server_venv') or '').rstrip('/')
@@ -1147,7 +1163,16 @@ def _lmcache_service(cfg, derived, extra, user_env, gpus, l1, log_level, track):
         environment['DO_NOT_TRACK'] = '1'
     if gpus:
         environment['CUDA_VISIBLE_DEVICES'] = ','.join(str(g) for g in gpus)
-    service = _finish(service, argv, environment, dict(sorted(user_env.items())))
+    env_file = dict(sorted(user_env.items()))
+    if kv and kv.get('adapter_json'):
+        env_file[kv_pool.ADAPTER_ENV] = kv['adapter_json']
+    service = _finish(service, argv, environment, env_file, secret_names=(kv_pool.ADAPTER_ENV,))
+    if kv and kv.get('adapter_json'):
+        # ${NAME} as a word of its own: systemd passes the environment file's JSON as one argument,
+        # so the store's password stays out of the world-readable unit file.
+        service['exec_start'] += ' \\\n    --l2-adapter ${%s}' % kv_pool.ADAPTER_ENV
+        service['kv_client_package'] = kv_pool.CLIENT_PACKAGE
+        service['kv_client_module'] = kv_pool.CLIENT_MODULE
     service['unit_lines'] = unit_lines(service, 'https://docs.lmcache.ai/', [])
     return service
 
