@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool, kv_store_status
 
 
 def kv_pool_errors(plans):
@@ -33,7 +33,25 @@ def kv_pool_line(row):
                                                        row.get('kv_prefix') or '(after N is known)')
 
 
+def kv_store_status_row(info_result, host, active):
+    """The status row of a store host, from the registered result of its INFO command and its unit state."""
+    result = info_result if isinstance(info_result, dict) else {}
+    error = None
+    if result.get('failed') or result.get('rc', 0) != 0:
+        error = (result.get('stderr') or result.get('msg') or 'failed').strip()[:200]
+    text = result.get('stdout') or ''
+    if text.startswith(('NOAUTH', 'WRONGPASS', 'NOPERM', 'ERR')):
+        error = text.strip()[:200]
+    return kv_store_status.status_row(host, active, text, error)
+
+
+def kv_store_status_line(row):
+    """One printed line of a store's status row."""
+    return kv_store_status.status_line(row)
+
+
 class FilterModule(object):
 
     def filters(self):
-        return {'kv_pool_errors': kv_pool_errors, 'kv_pool_line': kv_pool_line}
+        return {'kv_pool_errors': kv_pool_errors, 'kv_pool_line': kv_pool_line,
+                'kv_store_status_row': kv_store_status_row, 'kv_store_status_line': kv_store_status_line}
