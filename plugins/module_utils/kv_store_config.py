@@ -280,14 +280,16 @@ def plan_store(host, settings, candidates=None, defaults=None):
                 'source; Valkey is preferred where packaged, Redis otherwise')
     plan = {'host': host, 'errors': c.errors, 'warnings': c.warnings, 'values': v,
             'server': dict(SERVERS[name]) if name else None}
+    if v['service_name'] and v['config_dir']:
+        # The paths alone (remove.yml needs them even when another value is wrong).
+        conf_dir = v['config_dir'].rstrip('/')
+        plan.update({'config_path': '%s/%s.conf' % (conf_dir, v['service_name']),
+                     'acl_path': '%s/users.acl' % conf_dir, 'marker_path': '%s/installed-by-collection' % conf_dir,
+                     'unit_path': '%s/%s.service' % (UNIT_DIR, v['service_name'])})
     if c.errors or name is None:
         return plan
     server = plan['server']
-    conf_dir = v['config_dir'].rstrip('/')
     plan.update({
-        'config_path': '%s/%s.conf' % (conf_dir, v['service_name']),
-        'acl_path': '%s/users.acl' % conf_dir,
-        'unit_path': '%s/%s.service' % (UNIT_DIR, v['service_name']),
         'config_lines': config_lines(v, server),
         'acl_lines': acl_lines(v['username'], password),
         'unit_lines': unit_lines(v, server),
