@@ -88,8 +88,9 @@ def key_prefix(pool, inputs):
     """``<pool>.<model>.n<N>.c<chunk>.tp<TP>.<hash>``: readable parts and a hash of every input."""
     canonical = json.dumps([[name, inputs.get(name)] for name in PREFIX_INPUTS], sort_keys=False)
     digest = hashlib.sha256(canonical.encode('utf-8')).hexdigest()[:HASH_CHARS]
-    return '%s.%s.n%s.c%s.tp%s.%s' % (pool, _slug(inputs.get('model')), inputs.get('block_size'),
-                                       inputs.get('chunk_size'), inputs.get('tensor_parallel_size'), digest)
+    parts = (pool, _slug(inputs.get('model')), inputs.get('block_size'), inputs.get('chunk_size'),
+             inputs.get('tensor_parallel_size'), digest)
+    return '%s.%s.n%s.c%s.tp%s.%s' % parts
 
 
 def _pool_stores(pool, stores, defaults):

@@ -249,9 +249,8 @@ def acl_lines(username, password):
 
 def unit_lines(v, server):
     conf = '%s/%s.conf' % (v['config_dir'].rstrip('/'), v['service_name'])
-    return ['[Unit]',
-            'Description=%s' % sq.specifier_text('KV store of the LMCache pools %s (%s)' % (
-                ', '.join(v['pools']), server['name'])),
+    description = 'KV store of the LMCache pools %s (%s)' % (', '.join(v['pools']), server['name'])
+    head = ['[Unit]', 'Description=%s' % sq.specifier_text(description),
             'Documentation=https://valkey.io/topics/acl/',
             'After=network-online.target', 'Wants=network-online.target',
             'StartLimitIntervalSec=300', 'StartLimitBurst=5', '',
@@ -261,8 +260,8 @@ def unit_lines(v, server):
             'ExecStart=%s' % sq.exec_line([server['binary'], conf]),
             'Restart=on-failure', 'RestartSec=2',
             'TimeoutStartSec=%d' % v['start_timeout'], 'TimeoutStopSec=30',
-            'ReadWritePaths=-%s' % sq.exec_word(v['home'])] + list(HARDENING) + [
-            '', '[Install]', 'WantedBy=multi-user.target']
+            'ReadWritePaths=-%s' % sq.exec_word(v['home'])]
+    return head + list(HARDENING) + ['', '[Install]', 'WantedBy=multi-user.target']
 
 
 def plan_store(host, settings, candidates=None, defaults=None):
