@@ -59,6 +59,8 @@ DENSE = {
     'lmcache_server_version': '0.5.6', 'lmcache_server_supported_transfer_mode': 'lmcache_driven',
     'vllm_server_lmcache_transfer_mode': 'lmcache_driven', 'vllm_server_lmcache_mq_timeout': 20,
     'lmcache_server_l1_size_gb': 1, 'lmcache_server_kv_pool': 'bench',
+    # lmcache_driven on CPU: the server opens vLLM's shared-memory segment, so it runs as vLLM's user.
+    'lmcache_server_user': 'vllm', 'lmcache_server_group': 'vllm', 'lmcache_server_home': '/var/lib/vllm',
 }
 N_CPU = 128  # the dense model's block size on CPU (vLLM's CPU default)
 

@@ -34,6 +34,10 @@ ADAPTER_TYPE = 'valkey'
 # release the package index holds here, and the adapter falls back from buffer GET, see docs/kv-pools.md).
 CLIENT_PACKAGE = 'valkey-glide-sync==2.1.1'
 CLIENT_MODULE = 'glide_sync'
+# LMCache 0.5.6 builds its credentials as glide_sync.ServerCredentials(username, password), positionally;
+# glide-sync 2.1.1 declares ServerCredentials(password, username=None). With the fields as named the store
+# answers WRONGPASS, so the adapter JSON carries them crossed: the store then gets the right pair.
+CREDENTIALS_CROSSED = True
 # The environment file variable that carries the adapter JSON (with the password) into ExecStart=.
 ADAPTER_ENV = 'LMCACHE_FLEET_L2_ADAPTER'
 DEFAULT_GROUP = 'kv_stores'
@@ -167,15 +171,18 @@ def resolve(host, pool, group, stores, defaults=None):
 
 def adapter(resolved, prefix):
     """The ``--l2-adapter`` JSON object (with the password) for a resolved pool and a key prefix."""
+    user, password = resolved['username'], resolved['password']
+    if CREDENTIALS_CROSSED:
+        user, password = password, user
     return {'type': ADAPTER_TYPE, 'startup_nodes': ','.join(resolved['nodes']),
-            'cluster_mode': bool(resolved['cluster']), 'username': resolved['username'],
-            'password': resolved['password'], 'key_prefix': prefix, 'shared': True, 'max_capacity_gb': 0}
+            'cluster_mode': bool(resolved['cluster']), 'username': user, 'password': password,
+            'key_prefix': prefix, 'shared': True, 'max_capacity_gb': 0}
 
 
 def adapter_shown(resolved, prefix):
     """The adapter JSON with the password redacted, for plans and reports."""
     shown = adapter(resolved, prefix)
-    shown['password'] = '<redacted>'
+    shown['username' if CREDENTIALS_CROSSED else 'password'] = '<redacted>'
     return shown
 
 

@@ -29,8 +29,9 @@ def test_pool_host_gets_the_valkey_adapter_through_its_environment_file():
     lm = result['lmcache']
     assert lm['exec_start'].endswith('--l2-adapter ${LMCACHE_FLEET_L2_ADAPTER}')
     adapter = json.loads(lm['env_file'][kv_pool.ADAPTER_ENV])
+    # Crossed on purpose: LMCache 0.5.6 passes (username, password) to glide-sync 2.1.1's (password, username).
     assert adapter == {'type': 'valkey', 'startup_nodes': '10.0.0.9:6379', 'cluster_mode': False,
-                       'username': 'lmcache', 'password': PASSWORD, 'key_prefix': result['kv_pool']['key_prefix'],
+                       'username': PASSWORD, 'password': 'lmcache', 'key_prefix': result['kv_pool']['key_prefix'],
                        'shared': True, 'max_capacity_gb': 0}
     # The password is nowhere but the environment file (0600): not in the unit, not in the redacted lines.
     assert PASSWORD not in '\n'.join(lm['unit_lines'])
