@@ -50,6 +50,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_pla
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config  # noqa: E402
 
 MODEL = os.path.join(REPO, 'tests', 'fixtures', 'models', 'qwen3-dense-tiny')
+LAUNCHER = os.path.join(REPO, 'roles', 'lmcache_server', 'files', 'fleet_lmcache_l2.py')
 DENSE = {
     'vllm_server_model': MODEL, 'vllm_server_served_model_name': 'tiny-dense', 'vllm_server_device': 'cpu',
     'vllm_server_hybrid': False, 'vllm_server_kv_connector': True, 'vllm_server_version': '0.32.0',
@@ -153,9 +154,11 @@ def start_pair(run, plan, tag, args):
     home = os.path.join(run.work, tag)
     os.makedirs(home, exist_ok=True)
     lm = plan['lmcache']
-    lm_argv = [os.path.join(args.lmcache_venv, 'bin', 'lmcache')] + lm['argv'][1:] + \
-        ['--l2-adapter', lm['env_file'][kv_pool.ADAPTER_ENV]]
+    # The unit's own launcher (argv[1]), from the repository, run by this LMCache venv's python.
+    assert lm['argv'][1].endswith(kv_pool.LAUNCHER)
+    lm_argv = [os.path.join(args.lmcache_venv, 'bin', 'python'), LAUNCHER] + lm['argv'][2:]
     lm_env = dict(os.environ, **lm['environment'])
+    lm_env.update(lm['env_file'])
     lm_env['HOME'] = home
     lmcache = run.start('%s-lmcache' % tag, lm_argv, lm_env)
     wait_http(lm['health_url'], 300, lmcache)
@@ -252,15 +255,22 @@ def phases(run, args, store, password, results):
         measure(plan, text, 'l2_hit', results, 'B')
     for text in prompts(args.prompts, args.length):
         measure(plan, text, 'miss', results, 'B')
-    return plan, facts
+    return plan, facts, (lm, vl)
 
 
-def failure(run, args, plan, store_proc, store_argv, results):
-    """Stop the store under a serving pair, then start it again."""
+def failure(run, args, plan, pair, store_proc, store_argv, results, facts):
+    """Stop the store under a serving pair; restart the pair while the store is down; start the store again."""
     run.stop(store_proc)
-    for index, text in enumerate(prompts(args.prompts, args.length)):
+    for text in prompts(args.prompts, args.length):
         measure(plan, text, 'store_down_miss', results, 'B store down')
         measure(plan, text, 'store_down_repeat', results, 'B store down')
+    for proc in reversed(pair):
+        run.stop(proc)
+    # A restart of the host's services while the store is down (LMCache alone would refuse to start).
+    lm, vl, facts['start_b_store_down_s'] = start_pair(run, plan, 'b-restarted', args)
+    for text in prompts(1, args.length):
+        measure(plan, text, 'restarted_store_down_miss', results, 'B restarted, store down')
+        measure(plan, text, 'restarted_store_down_repeat', results, 'B restarted, store down')
     store_proc = run.start('store-again', store_argv, dict(os.environ))
     time.sleep(2)
     for text in prompts(1, args.length):
@@ -302,9 +312,9 @@ def main():
         store_argv = [args.redis_server, os.path.join(work, 'fleet-kv-store.conf')]
         store_proc = run.start('store', store_argv, dict(os.environ))
         time.sleep(1)
-        plan, facts = phases(run, args, store, password, results)
+        plan, facts, pair = phases(run, args, store, password, results)
         facts['store_keys_after_b'] = store_keys(store, password)
-        failure(run, args, plan, store_proc, store_argv, results)
+        failure(run, args, plan, pair, store_proc, store_argv, results, facts)
     finally:
         run.stop_all()
     stamp = time.strftime('%Y%m%dT%H%M%S')

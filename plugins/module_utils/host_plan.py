@@ -1164,18 +1164,14 @@ def _lmcache_service(cfg, derived, extra, user_env, gpus, l1, log_level, track, 
     if gpus:
         environment['CUDA_VISIBLE_DEVICES'] = ','.join(str(g) for g in gpus)
     env_file = dict(sorted(user_env.items()))
-    if kv and kv.get('adapter_json'):
-        env_file[kv_pool.ADAPTER_ENV] = kv['adapter_json']
-    service = _finish(service, argv, environment, env_file, secret_names=(kv_pool.ADAPTER_ENV,))
     if kv:
-        service['kv_client_package'] = kv_pool.CLIENT_PACKAGE
-        service['kv_client_version'] = kv_pool.CLIENT_PACKAGE.split('==', 1)[1]
-        # Other local users must not read the adapter's password from /proc/<pid>/cmdline.
-        service['hardening'].append('ProtectProc=invisible')
-    if kv and kv.get('adapter_json'):
-        # ${NAME} as a word of its own: systemd passes the environment file's JSON as one argument,
-        # so the store's password stays out of the world-readable unit file.
-        service['exec_start'] += ' \\\n    --l2-adapter ${%s}' % kv_pool.ADAPTER_ENV
+        # The launcher adds --l2-adapter from the 0600 environment file when the store answers (kv_pool).
+        service.update(kv_client_package=kv_pool.CLIENT_PACKAGE, kv_launcher='%s/%s' % (venv, kv_pool.LAUNCHER),
+                       kv_client_version=kv_pool.CLIENT_PACKAGE.split('==', 1)[1])
+        argv = [service['python'], service['kv_launcher']] + argv[1:]
+        if kv.get('adapter_json'):
+            env_file[kv_pool.ADAPTER_ENV] = kv['adapter_json']
+    service = _finish(service, argv, environment, env_file, secret_names=(kv_pool.ADAPTER_ENV,))
     service['unit_lines'] = unit_lines(service, 'https://docs.lmcache.ai/', [])
     return service
 

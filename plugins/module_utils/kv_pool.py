@@ -38,8 +38,11 @@ CLIENT_MODULE = 'glide_sync'
 # glide-sync 2.1.1 declares ServerCredentials(password, username=None). With the fields as named the store
 # answers WRONGPASS, so the adapter JSON carries them crossed: the store then gets the right pair.
 CREDENTIALS_CROSSED = True
-# The environment file variable that carries the adapter JSON (with the password) into ExecStart=.
+# The environment file variable that carries the adapter JSON (with the password) to the launcher, which
+# starts LMCache in its own process with --l2-adapter when a store answers, without it otherwise (LMCache
+# 0.5.6 refuses to start when the store is down): roles/lmcache_server/files/fleet_lmcache_l2.py.
 ADAPTER_ENV = 'LMCACHE_FLEET_L2_ADAPTER'
+LAUNCHER = 'bin/fleet-lmcache-l2'
 DEFAULT_GROUP = 'kv_stores'
 # Everything that must match for an LMCache page to be reusable by another server.
 PREFIX_INPUTS = ('model', 'revision', 'block_size', 'chunk_size', 'separate_object_groups', 'dtype',

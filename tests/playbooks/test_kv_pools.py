@@ -33,16 +33,15 @@ def test_plan_shows_and_renders_the_pools(runner, hf_env, tmp_path):
         assert record['kv_pool']['adapter_shown']['startup_nodes'] == '10.20.0.50:6379'
         assert record['kv_pool']['adapter_shown']['key_prefix'] == prefixes[host]
         assert 'pool %s: %s -> store 10.20.0.50:6379, key prefix %s' % (pool, host, prefixes[host]) in output
-        value = exec_start(read(str(plan / host / 'etc' / 'systemd' / 'system' / 'lmcache-server.service')))
-        # systemd expands ${NAME}, a word of its own, into exactly one argument: the 0600 file's JSON.
-        assert value.split()[-2:] == ['--l2-adapter', '${LMCACHE_FLEET_L2_ADAPTER}']
-        assert split_exec(value.rsplit('--l2-adapter', 1)[0])[1:3] == ['server', '--host']
+        argv = split_exec(exec_start(read(str(plan / host / 'etc' / 'systemd' / 'system' / 'lmcache-server.service'))))
+        # The launcher adds --l2-adapter from the 0600 environment file (never on a command line).
+        assert argv[1].endswith('/bin/fleet-lmcache-l2') and argv[2] == 'server' and '--l2-adapter' not in argv
         env = read(str(plan / host / 'etc' / 'lmcache-vllm-fleet' / 'lmcache-server.env'))
         assert 'LMCACHE_FLEET_L2_ADAPTER="<redacted>"' in env
     assert prefixes['gpu-01'] != prefixes['gpu-03']
     assert prefixes['gpu-01'].startswith('qwen36.qwen3.6-27b.n784.c784.tp2.')
     gpu02 = read(str(plan / 'gpu-02' / 'etc' / 'systemd' / 'system' / 'lmcache-server.service'))
-    assert '--l2-adapter' not in gpu02
+    assert 'fleet-lmcache-l2' not in gpu02
     for root, _dirs, files in os.walk(str(plan)):
         for name in files:
             assert PASSWORD not in read(os.path.join(root, name)), name

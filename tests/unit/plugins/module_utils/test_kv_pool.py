@@ -27,7 +27,9 @@ def test_pool_host_gets_the_valkey_adapter_through_its_environment_file():
     result = plan('a', DENSE, {'store-1': STORE})
     assert result['errors'] == []
     lm = result['lmcache']
-    assert lm['exec_start'].endswith('--l2-adapter ${LMCACHE_FLEET_L2_ADAPTER}')
+    # The launcher runs LMCache with the adapter from the environment file: no JSON on the command line.
+    assert lm['argv'][:3] == [lm['python'], lm['venv'] + '/bin/fleet-lmcache-l2', 'server']
+    assert '--l2-adapter' not in lm['argv']
     adapter = json.loads(lm['env_file'][kv_pool.ADAPTER_ENV])
     # Crossed on purpose: LMCache 0.5.6 passes (username, password) to glide-sync 2.1.1's (password, username).
     assert adapter == {'type': 'valkey', 'startup_nodes': '10.0.0.9:6379', 'cluster_mode': False,
@@ -54,7 +56,7 @@ def test_the_adapter_json_is_what_lmcache_0_5_6_parses():
 def test_no_pool_means_no_adapter():
     cfg = dict(DENSE, lmcache_server_kv_pool=None)
     result = plan('a', cfg, None)
-    assert '--l2-adapter' not in result['lmcache']['exec_start']
+    assert result['lmcache']['argv'][0].endswith('/bin/lmcache')
     assert kv_pool.ADAPTER_ENV not in result['lmcache']['env_file']
     assert result['kv_pool'] is None
 
@@ -62,7 +64,7 @@ def test_no_pool_means_no_adapter():
 def test_the_adapter_waits_for_n():
     result = plan('a', DENSE, {'store-1': STORE}, n=None)
     assert result['kv_pool']['key_prefix'] is None
-    assert '--l2-adapter' not in result['lmcache']['exec_start']
+    assert kv_pool.ADAPTER_ENV not in result['lmcache']['env_file']
 
 
 @pytest.mark.parametrize('change', [
