@@ -220,14 +220,14 @@ def prompts(count, length):
     out = []
     for index in range(count):
         rng = secrets.SystemRandom()
-        body = ' '.join(rng.choice(words) for _ in range(length // 4))
+        body = ' '.join(rng.choice(words) for dummy in range(length // 4))
         out.append(('prompt %d %s: ' % (index, secrets.token_hex(4)) + body)[:length])
     return out
 
 
 def store_keys(store, password):
     cli = [shutil.which('redis-cli') or 'redis-cli'] + store['health']['argv'][1:]
-    out = subprocess.run(cli + ['DBSIZE'], env=dict(os.environ, REDISCLI_AUTH=password), capture_output=True,
+    out = subprocess.run(check=False, args=cli + ['DBSIZE'], env=dict(os.environ, REDISCLI_AUTH=password), capture_output=True,
                          text=True)
     return int(out.stdout.strip() or 0) if out.stdout.strip().isdigit() else out.stdout.strip()
 
@@ -294,7 +294,7 @@ def summary(results):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('--vllm-venv', default=os.environ.get('FLEET_VLLM_VENV'))
     parser.add_argument('--lmcache-venv', required=True)
     parser.add_argument('--redis-server', default=shutil.which('redis-server') or '/usr/bin/redis-server')

@@ -149,19 +149,19 @@ def test_redis_accepts_the_configuration(tmp_path):
     try:
         env = dict(os.environ, **plan['health']['env'])
         argv = [a if a != '/usr/bin/valkey-cli' else '/usr/bin/redis-cli' for a in plan['health']['argv']]
-        for _ in range(50):
-            ping = subprocess.run(argv + ['PING'], env=env, capture_output=True, text=True)
+        for attempt in range(50):
+            ping = subprocess.run(check=False, args=argv + ['PING'], env=env, capture_output=True, text=True)
             if ping.stdout.strip() == 'PONG':
                 break
-            subprocess.run(['sleep', '0.1'])
+            subprocess.run(check=False, args=['sleep', '0.1'])
         assert ping.stdout.strip() == 'PONG'
-        anonymous = subprocess.run(['/usr/bin/redis-cli', '-p', '16379', 'PING'], capture_output=True, text=True)
+        anonymous = subprocess.run(check=False, args=['/usr/bin/redis-cli', '-p', '16379', 'PING'], capture_output=True, text=True)
         assert 'NOAUTH' in anonymous.stdout + anonymous.stderr
-        denied = subprocess.run(argv + ['FLUSHALL'], env=env, capture_output=True, text=True)
+        denied = subprocess.run(check=False, args=argv + ['FLUSHALL'], env=env, capture_output=True, text=True)
         assert 'NOPERM' in denied.stdout + denied.stderr
-        info = subprocess.run(argv + ['CONFIG', 'GET', 'maxmemory'], env=env, capture_output=True, text=True)
+        info = subprocess.run(check=False, args=argv + ['CONFIG', 'GET', 'maxmemory'], env=env, capture_output=True, text=True)
         assert 'NOPERM' in info.stdout + info.stderr
-        memory = subprocess.run(argv + ['INFO', 'memory'], env=env, capture_output=True, text=True).stdout
+        memory = subprocess.run(check=False, args=argv + ['INFO', 'memory'], env=env, capture_output=True, text=True).stdout
         assert 'maxmemory:1073741824' in memory and 'maxmemory_policy:allkeys-lru' in memory
     finally:
         server.terminate()

@@ -60,15 +60,15 @@ def test_the_real_info_is_read(tmp_path):
     server = subprocess.Popen(['/usr/bin/redis-server', '--port', '16391', '--save', '', '--dir', str(tmp_path)],
                               stdout=subprocess.DEVNULL)
     try:
-        for _ in range(50):
-            if subprocess.run(['redis-cli', '-p', '16391', 'PING'], capture_output=True, text=True).stdout.strip() \
+        for attempt in range(50):
+            if subprocess.run(check=False, args=['redis-cli', '-p', '16391', 'PING'], capture_output=True, text=True).stdout.strip() \
                     == 'PONG':
                 break
-            subprocess.run(['sleep', '0.1'])
-        subprocess.run(['redis-cli', '-p', '16391', 'SET', 'a', '1'], capture_output=True)
-        subprocess.run(['redis-cli', '-p', '16391', 'GET', 'a'], capture_output=True)
-        subprocess.run(['redis-cli', '-p', '16391', 'GET', 'b'], capture_output=True)
-        info = subprocess.run(['redis-cli', '-p', '16391', 'INFO'], capture_output=True, text=True).stdout
+            subprocess.run(check=False, args=['sleep', '0.1'])
+        subprocess.run(check=False, args=['redis-cli', '-p', '16391', 'SET', 'a', '1'], capture_output=True)
+        subprocess.run(check=False, args=['redis-cli', '-p', '16391', 'GET', 'a'], capture_output=True)
+        subprocess.run(check=False, args=['redis-cli', '-p', '16391', 'GET', 'b'], capture_output=True)
+        info = subprocess.run(check=False, args=['redis-cli', '-p', '16391', 'INFO'], capture_output=True, text=True).stdout
         row = st.status_row('local', 'active', info)
         assert (row['state'], row['keys'], row['hits'], row['misses'], row['hit_ratio']) == ('serving', 1, 1, 1, 0.5)
     finally:
