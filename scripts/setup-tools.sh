@@ -41,8 +41,6 @@ with zipfile.ZipFile(wheel) as archive:
 PY
   rm -rf "$tmp"
 fi
-echo "setup-tools: ok ($("$venv/bin/python" -c "import ansible.release as r; print('ansible-core', r.__version__)"))"
-
 # The unit tests of the KV store (role kv_store) run the real redis-server (Debian's) against the
 # configuration and ACL file the collection renders; without it they are skipped.
 if ! command -v redis-server >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
@@ -51,3 +49,6 @@ if ! command -v redis-server >/dev/null 2>&1 && command -v apt-get >/dev/null 2>
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends redis-server >/dev/null
 fi
+
+echo "setup-tools: ok ($("$venv/bin/python" -c "import ansible.release as r; print('ansible-core', r.__version__)"))"
+
