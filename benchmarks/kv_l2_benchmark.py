@@ -74,8 +74,7 @@ def get(url, timeout=5):
 def post(url, body=None, timeout=600):
     data = json.dumps(body).encode() if body is not None else b''
     request = urllib.request.Request(url, data=data, headers={'Content-Type': 'application/json'})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return response
+    return urllib.request.urlopen(request, timeout=timeout)
 
 
 def wait_http(url, deadline_s, proc):

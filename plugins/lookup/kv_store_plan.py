@@ -24,9 +24,9 @@ options:
   apt_policy:
     description:
       - The output of C(apt-cache policy valkey-server redis-server) on the host; the server is chosen from it.
-      - Empty checks the variables only (the server is then the preferred one, Valkey).
+      - Not given, the variables only are checked (the server is then the preferred one, Valkey); given but
+        empty, no server package is available.
     type: str
-    default: ""
 """
 
 EXAMPLES = r"""
@@ -59,5 +59,5 @@ class LookupModule(LookupBase):
         names = sorted(name for name in variables if VARIABLE_RE.match(name) or name == 'ansible_host')
         values = self._templar.template([variables[name] for name in names])
         policy = self.get_option('apt_policy')
-        candidates = parse_apt_policy(policy) if policy else None
+        candidates = parse_apt_policy(policy) if policy is not None else None
         return [plan_store(variables.get('inventory_hostname'), dict(zip(names, values)), candidates)]
