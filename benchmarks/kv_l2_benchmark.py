@@ -292,6 +292,18 @@ def summary(results):
     return out
 
 
+def markdown(record):
+    """The summary as a Markdown table, and the facts."""
+    lines = ['| phase | case | requests | TTFT median s | LMCache hit tokens | vLLM external hit tokens | answered |',
+             '|---|---|---:|---:|---:|---:|---:|']
+    for row in record['summary']:
+        lines.append('| %s | %s | %d | %.3f | %d | %d | %d |' % (
+            row['phase'], row['case'], row['n'], row['ttft_median_s'], row['lmcache_hit_tokens'],
+            row['vllm_external_hits'], row['answered']))
+    lines += ['', '```', json.dumps(record['facts'], indent=2), '```', '']
+    return '\n'.join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('--vllm-venv', default=os.environ.get('FLEET_VLLM_VENV'))
@@ -331,6 +343,8 @@ def main():
     record = {'facts': facts, 'results': results, 'summary': summary(results)}
     with open(os.path.join(args.out, 'kv-l2-%s.json' % stamp), 'w') as handle:
         json.dump(record, handle, indent=2)
+    with open(os.path.join(args.out, 'kv-l2-%s.md' % stamp), 'w') as handle:
+        handle.write(markdown(record))
     print(json.dumps(record['summary'], indent=2))
     print(json.dumps(facts, indent=2))
 
