@@ -34,6 +34,7 @@ import os
 import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import mamba_clamp
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
@@ -73,7 +74,7 @@ VLLM_MANAGED_ENV = {
 LMCACHE_MANAGED_ENV = {
     'HOME': 'lmcache_server_home', 'PYTHONHASHSEED': 'nothing (the unit sets 0)',
     'LMCACHE_LOG_LEVEL': 'lmcache_server_log_level', 'LMCACHE_TRACK_USAGE': 'lmcache_server_track_usage',
-    'CUDA_VISIBLE_DEVICES': 'lmcache_server_gpus',
+    'CUDA_VISIBLE_DEVICES': 'lmcache_server_gpus', 'LMCACHE_FLEET_L2_ADAPTER': 'lmcache_server_kv_pool',
 }
 SECRET_ENV = {
     'HF_TOKEN': 'vllm_server_hf_token', 'HUGGING_FACE_HUB_TOKEN': 'vllm_server_hf_token',
@@ -610,7 +611,7 @@ def n_input_flags(inputs, explicit=True):
 
 
 def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, prediction_problem=None,
-              defaults=None, known=None, mamba_blocks=None):
+              defaults=None, known=None, mamba_blocks=None, kv_stores=None):
     """The plan of one host (see the module docstring). Never raises for bad input: errors are listed.
 
     ``n_kind`` says where ``n`` comes from: ``None`` (static checks, ``n`` ignored unless it is the
@@ -618,7 +619,8 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     ``known`` is the set of variable names the roles accept (default: their argument specs;
     ``False`` skips the check). ``mamba_blocks`` is M as vLLM reported it on this host
     (``{'mamba_cache_blocks': M, 'source': 'refusal' or 'cached'}``); without it the prediction's
-    ``mamba`` entry (filter predicted_mamba_blocks) is used.
+    ``mamba`` entry (filter predicted_mamba_blocks) is used. ``kv_stores``: ``{store host: its kv_store_*
+    variables and ansible_host}`` of the group lmcache_server_kv_store_group, for a host in an L2 pool (``kv_pool``).
     """
     cfg = role_defaults() if defaults is None else dict(defaults)
     cfg.update(ownership.FLEET_PATHS)
@@ -650,7 +652,7 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     n_inputs = _n_inputs(cfg, v)
     if n_kind == 'probed':
         _compare_prediction(p, block, prediction, n_inputs)
-    v.update(n_inputs=n_inputs, secrets=secrets)
+    v.update(n_inputs=n_inputs, secrets=secrets, kv=kv_pool.host_pool(host, cfg, derived, n_inputs, kv_stores, p.errors))
     return _assemble(p, v, lm, derived, n_inputs, expected)
 
 
@@ -964,7 +966,7 @@ def _assemble(p, v, lm_values, derived, n_inputs, expected):
     """The plan's result: the services (argv, environments, unit lines), the probe's arguments, the files."""
     cfg = p.cfg
     lm = _lmcache_service(cfg, derived, lm_values['extra'], lm_values['env'], v['lmcache_gpus'], lm_values['l1'],
-                          lm_values['log_level'], lm_values['track'])
+                          lm_values['log_level'], lm_values['track'], v.get('kv'))
     vl = _vllm_service(cfg, derived, v)
     ports = v['ports']
     return {
@@ -973,6 +975,7 @@ def _assemble(p, v, lm_values, derived, n_inputs, expected):
         'warnings': p.warnings,
         'n_inputs': n_inputs,
         'derived': derived,
+        'kv_pool': dict((k, w) for k, w in (v.get('kv') or {}).items() if k != 'adapter_json') or None,
         'lmcache': lm,
         'vllm': vl,
         'probe': {
@@ -1014,6 +1017,8 @@ def _assemble(p, v, lm_values, derived, n_inputs, expected):
             'vllm_port': ports.get('vllm_server_port'), 'lmcache_port': ports.get('lmcache_server_port'),
             'lmcache_http_port': ports.get('lmcache_server_http_port'),
             'connector': bool(v['connector']), 'warnings': p.warnings,
+            'kv_pool': (v.get('kv') or {}).get('pool'), 'kv_store': ','.join((v.get('kv') or {}).get('nodes') or []),
+            'kv_prefix': (v.get('kv') or {}).get('key_prefix'),
         },
     }
 
@@ -1109,7 +1114,7 @@ def unit_lines(service, documentation, after, requires=None):
     return lines
 
 
-def _lmcache_service(cfg, derived, extra, user_env, gpus, l1, log_level, track):
+def _lmcache_service(cfg, derived, extra, user_env, gpus, l1, log_level, track, kv=None):
     name = cfg.get('lmcache_server_service_name')
     service = _unit_common(name, cfg, 'lmcache_server')
     venv = str(cfg.get('lmcache_server_venv') or '').rstrip('/')
@@ -1152,7 +1157,9 @@ def _lmcache_service(cfg, derived, extra, user_env, gpus, l1, log_level, track):
         environment['DO_NOT_TRACK'] = '1'
     if gpus:
         environment['CUDA_VISIBLE_DEVICES'] = ','.join(str(g) for g in gpus)
-    service = _finish(service, argv, environment, dict(sorted(user_env.items())))
+    env_file = dict(sorted(user_env.items()))
+    argv = kv_pool.launch(cfg, service, argv, env_file, kv)
+    service = _finish(service, argv, environment, env_file, secret_names=(kv_pool.ADAPTER_ENV,))
     service['unit_lines'] = unit_lines(service, 'https://docs.lmcache.ai/', [])
     return service
 
