@@ -55,42 +55,12 @@ def arguments(argv, raw):
     return list(argv) + ['--l2-adapter', raw], None
 
 
-def old_glide(version):
-    """True for a valkey-glide-sync release older than 2.3.0 (it refuses memoryview values in SET)."""
-    parts = []
-    for item in str(version or '').split('.')[:2]:
-        digits = ''.join(ch for ch in item if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return bool(parts) and tuple(parts) < (2, 3)
-
-
-def bytes_for_old_glide():
-    """LMCache 0.5.6 writes memoryviews, which glide-sync < 2.3.0 refuses ("Unsupported argument type:
-    <class 'memoryview'>": every SET fails and nothing is shared); hand such a client bytes instead."""
-    from importlib import metadata
-    try:
-        if not old_glide(metadata.version('valkey-glide-sync')):
-            return False
-    except metadata.PackageNotFoundError:
-        return False
-    from lmcache.v1.storage_backend.valkey import worker_pool
-    original = worker_pool.ValkeyWorkerPool._do_set
-
-    def _do_set(self, key_str, data):
-        return original(self, key_str, bytes(data) if isinstance(data, (memoryview, bytearray)) else data)
-
-    worker_pool.ValkeyWorkerPool._do_set = _do_set
-    return True
-
-
 def main():
     raw = os.environ.pop(ADAPTER_ENV, '')
     args, warning = arguments(sys.argv[1:], raw)
     if warning:
         sys.stderr.write(warning + '\n')
         sys.stderr.flush()
-    if '--l2-adapter' in args and bytes_for_old_glide():
-        sys.stderr.write('fleet-lmcache-l2: valkey-glide-sync < 2.3.0: the store gets bytes (one copy per page)\n')
     from lmcache.cli.main import main as lmcache_main
     sys.argv = ['lmcache'] + args
     return lmcache_main(args)

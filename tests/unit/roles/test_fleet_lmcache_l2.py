@@ -50,9 +50,3 @@ def test_no_pool_no_adapter(launcher):
 
 def test_cluster_nodes_are_all_tried(launcher):
     assert launcher.nodes({'startup_nodes': 'a:1, b:2,[::1]:3'}) == [('a', 1), ('b', 2), ('::1', 3)]
-
-
-@pytest.mark.parametrize('version, old', [('2.1.1', True), ('2.2.0rc1', True), ('2.3.0', False), ('2.10.1', False),
-                                          ('3.0', False)])
-def test_old_glide_releases_get_bytes(launcher, version, old):
-    assert launcher.old_glide(version) is old

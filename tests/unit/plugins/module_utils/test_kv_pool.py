@@ -31,7 +31,7 @@ def test_pool_host_gets_the_valkey_adapter_through_its_environment_file():
     assert lm['argv'][:3] == [lm['python'], lm['venv'] + '/bin/fleet-lmcache-l2', 'server']
     assert '--l2-adapter' not in lm['argv']
     adapter = json.loads(lm['env_file'][kv_pool.ADAPTER_ENV])
-    # Crossed on purpose: LMCache 0.5.6 passes (username, password) to glide-sync 2.1.1's (password, username).
+    # Crossed on purpose: LMCache 0.5.6 passes (username, password) to glide-sync's (password, username).
     assert adapter == {'type': 'valkey', 'startup_nodes': '10.0.0.9:6379', 'cluster_mode': False,
                        'username': PASSWORD, 'password': 'lmcache', 'key_prefix': result['kv_pool']['key_prefix'],
                        'shared': True, 'max_capacity_gb': 0}
@@ -159,3 +159,18 @@ def test_attention_backend_is_read_from_args_and_env():
     assert kv_pool.attention_backend(['--attention-backend', 'TRITON_ATTN'], {}) == 'TRITON_ATTN'
     assert kv_pool.attention_backend([], {'VLLM_ATTENTION_BACKEND': 'FLASHINFER'}) == 'FLASHINFER'
     assert kv_pool.attention_backend([], {}) == 'auto'
+
+
+def test_adapter_json_for_given_inputs_is_the_plans():
+    result = plan('a', DENSE, {'store-1': STORE})
+    pool = result['kv_pool']
+    text = kv_pool.adapter_json('default', ['10.0.0.9:6379'], 'lmcache', PASSWORD, pool['inputs'])
+    assert text == result['lmcache']['env_file'][kv_pool.ADAPTER_ENV]
+
+
+def test_the_wheelhouse_holds_the_pinned_store_client():
+    import pathlib
+    script = pathlib.Path(__file__).parents[4] / 'scripts' / 'download-wheels.sh'
+    assert '"%s"' % kv_pool.CLIENT_PACKAGE in script.read_text()
+    # LMCache 0.5.6's worker pool needs >= 2.3.0 (memoryview SET, buffer GET).
+    assert tuple(int(x) for x in kv_pool.CLIENT_VERSION.split('.')[:2]) >= (2, 3)
