@@ -17,12 +17,7 @@ def kv_pool_errors(plans):
     """The fleet-level pool check: pools whose hosts disagree on an input of the key prefix."""
     if not isinstance(plans, list):
         raise AnsibleFilterError('kv_pool_errors expects a list of host plans (lookup lmcache_vllm.fleet.host_plan)')
-    members = []
-    for plan in plans:
-        pool = (plan or {}).get('kv_pool') if isinstance(plan, dict) else None
-        if pool:
-            members.append({'host': plan.get('host'), 'pool': pool.get('pool'), 'inputs': pool.get('inputs') or {}})
-    return kv_pool.check_pools(members)
+    return kv_pool.plans_errors(plans)
 
 
 def kv_pool_line(row):

@@ -84,8 +84,8 @@ from ansible.errors import AnsibleError, AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import template_error
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import VARIABLE_RE, plan_host, role_defaults
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv_store_config import VARIABLE_RE as KV_STORE_RE
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import VARIABLE_RE, plan_host
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.ownership import FLEET_PATHS
 
 KINDS = (None, 'expected', 'predicted', 'probed')
@@ -128,13 +128,9 @@ class LookupModule(LookupBase):
 
     def _kv_stores(self, settings, variables):
         """The kv_store_* variables (and ansible_host) of the store group's hosts, for a host in an L2 pool."""
-        if settings.get('lmcache_server_kv_pool') in (None, ''):
+        group = kv_pool.store_group(settings)
+        if group is None:
             return None
-        group = settings.get('lmcache_server_kv_store_group') or role_defaults().get('lmcache_server_kv_store_group')
         hostvars = variables.get('hostvars') or {}
-        stores = {}
-        for name in (variables.get('groups') or {}).get(group, []):
-            svars = hostvars.get(name) or {}
-            keys = sorted(k for k in svars if KV_STORE_RE.match(k) or k == 'ansible_host')
-            stores[name] = dict(zip(keys, self._templar.template([svars[k] for k in keys])))
-        return stores
+        return kv_pool.store_variables((variables.get('groups') or {}).get(group, []),
+                                       lambda name: hostvars.get(name), self._templar.template)

@@ -240,6 +240,36 @@ def launch(cfg, service, argv, env_file, kv):
     return [service['python'], service['kv_launcher']] + list(argv[1:])
 
 
+def store_group(settings):
+    """The store group of a host's settings (lmcache_server_kv_store_group), or None when the host is in no pool."""
+    if (settings or {}).get('lmcache_server_kv_pool') in (None, ''):
+        return None
+    return (settings or {}).get('lmcache_server_kv_store_group') or DEFAULT_GROUP
+
+
+def store_variables(names, variables_of, template=lambda values: values):
+    """``{store host: its kv_store_* variables and ansible_host}`` for the hosts ``names`` of a store group.
+
+    ``variables_of(name)`` gives a host's variables (a mapping); ``template(list)`` templates a list of values.
+    """
+    stores = {}
+    for name in names or []:
+        svars = variables_of(name) or {}
+        keys = sorted(k for k in svars if store.VARIABLE_RE.match(k) or k == 'ansible_host')
+        stores[name] = dict(zip(keys, template([svars[k] for k in keys])))
+    return stores
+
+
+def plans_errors(plans):
+    """The fleet-level pool check (``check_pools``) over host plans (their ``kv_pool`` entries)."""
+    members = []
+    for plan in plans or []:
+        pool = plan.get('kv_pool') if isinstance(plan, dict) else None
+        if pool:
+            members.append({'host': plan.get('host'), 'pool': pool.get('pool'), 'inputs': pool.get('inputs') or {}})
+    return check_pools(members)
+
+
 def check_pools(members):
     """Errors for pools whose hosts disagree on a prefix input. ``members``: ``[{host, pool, inputs}]``."""
     by_pool = {}

@@ -8,14 +8,16 @@ from __future__ import annotations
 import json
 import os
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.systemd_quote import split_exec, unit_values
+import pytest
+
 from fleet_playbook_helpers import EXAMPLE, assert_no_contact, fail_messages, read
+from systemd_unit import parse_exec, parse_unit, values
 
 PASSWORD = 'a-store-password-for-the-test'
 
 
 def exec_start(text):
-    (value,) = [v for section, key, v in unit_values(text) if section == 'Service' and key == 'ExecStart']
+    (value,) = values(parse_unit(text), 'Service', 'ExecStart')
     return value
 
 
@@ -33,7 +35,7 @@ def test_plan_shows_and_renders_the_pools(runner, hf_env, tmp_path):
         assert record['kv_pool']['adapter_shown']['startup_nodes'] == '10.20.0.50:6379'
         assert record['kv_pool']['adapter_shown']['key_prefix'] == prefixes[host]
         assert 'pool %s: %s -> store 10.20.0.50:6379, key prefix %s' % (pool, host, prefixes[host]) in output
-        argv = split_exec(exec_start(read(str(plan / host / 'etc' / 'systemd' / 'system' / 'lmcache-server.service'))))
+        argv = parse_exec(exec_start(read(str(plan / host / 'etc' / 'systemd' / 'system' / 'lmcache-server.service'))), {})[1]
         # The launcher adds --l2-adapter from the 0600 environment file (never on a command line).
         assert argv[1].endswith('/bin/fleet-lmcache-l2') and argv[2] == 'server' and '--l2-adapter' not in argv
         env = read(str(plan / host / 'etc' / 'lmcache-vllm-fleet' / 'lmcache-server.env'))
@@ -48,11 +50,13 @@ def test_plan_shows_and_renders_the_pools(runner, hf_env, tmp_path):
     assert PASSWORD not in output
 
 
-def test_a_pool_whose_hosts_differ_is_refused_before_contact(runner, tmp_path):
+@pytest.mark.parametrize('playbook', ['validate.yml', 'plan.yml'])
+def test_a_pool_whose_hosts_differ_is_refused_before_contact(runner, tmp_path, playbook):
     extra = tmp_path / 'pool.yml'
     extra.write_text('all:\n  children:\n    qwen36_hosts:\n      hosts:\n        gpu-02:\n'
                      '          lmcache_server_kv_pool: qwen36\n')
-    code, output = runner.run('validate.yml', EXAMPLE, '-i', str(extra), '-e', 'ansible_ssh_executable=/nonexistent/ssh')
+    code, output = runner.run(playbook, EXAMPLE, '-i', str(extra), '-e', 'ansible_ssh_executable=/nonexistent/ssh',
+                              '-e', 'fleet_plan_dir=%s' % (tmp_path / 'plan'))
     assert code != 0, output[-4000:]
     assert_no_contact(output)
     assert ("pool qwen36: hosts gpu-01 and gpu-02 differ in block_size (784 vs 1568), chunk_size (784 vs 3136), "
