@@ -31,6 +31,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -55,11 +56,13 @@ DENSE = {
     'vllm_server_model': MODEL, 'vllm_server_served_model_name': 'tiny-dense', 'vllm_server_device': 'cpu',
     'vllm_server_hybrid': False, 'vllm_server_kv_connector': True, 'vllm_server_version': '0.32.0',
     'vllm_server_load_format': 'dummy', 'vllm_server_dtype': 'bfloat16', 'vllm_server_enforce_eager': True,
-    'vllm_server_max_model_len': 4096, 'vllm_server_cpu_kvcache_space_gb': 1, 'vllm_server_port': 8000,
+    'vllm_server_max_model_len': 4096, 'vllm_server_cpu_kvcache_space_gb': 1, 'vllm_server_port': 18600,
     'vllm_server_env': {'HF_HUB_OFFLINE': '1', 'VLLM_SERVER_DEV_MODE': '1'},
     'lmcache_server_version': '0.5.6', 'lmcache_server_supported_transfer_mode': 'lmcache_driven',
     'vllm_server_lmcache_transfer_mode': 'lmcache_driven', 'vllm_server_lmcache_mq_timeout': 20,
     'lmcache_server_l1_size_gb': 1, 'lmcache_server_kv_pool': 'bench',
+    # Ports of their own: a phase must talk to the servers it started, not to another program's.
+    'lmcache_server_port': 18655, 'lmcache_server_http_port': 18680,
     # lmcache_driven on CPU: the server opens vLLM's shared-memory segment, so it runs as vLLM's user.
     'lmcache_server_user': 'vllm', 'lmcache_server_group': 'vllm', 'lmcache_server_home': '/var/lib/vllm',
 }
@@ -148,8 +151,19 @@ def host_plans(password, port, chunk_size=None):
     return plan
 
 
+def port_free(port):
+    with socket.socket() as sock:
+        return sock.connect_ex(('127.0.0.1', int(port))) != 0
+
+
 def start_pair(run, plan, tag, args):
     """LMCache (the plan's argv + the adapter, as ExecStart= expands it) and vLLM (the plan's argv)."""
+    ports = [plan['lmcache']['port'], plan['lmcache']['http_port'], plan['vllm']['argv'][plan['vllm']['argv'].index('--port') + 1]]
+    deadline = time.time() + 120
+    while not all(port_free(port) for port in ports):
+        if time.time() > deadline:
+            raise RuntimeError('a port of %s is taken: %s' % (tag, [p for p in ports if not port_free(p)]))
+        time.sleep(2)
     home = os.path.join(run.work, tag)
     os.makedirs(home, exist_ok=True)
     lm = plan['lmcache']
@@ -252,6 +266,9 @@ def phases(run, args, store, password, results):
     lm, vl, facts['start_b_s'] = start_pair(run, plan, 'b', args)
     for text in texts:
         measure(plan, text, 'l2_hit', results, 'B')
+    answers = dict((r['phase'], [x['text'] for x in results if x['phase'] == r['phase'] and
+                                 x['case'] in ('miss', 'l2_hit')][:len(texts)]) for r in results)
+    facts['b_answers_equal_a'] = answers.get('A') == answers.get('B')
     for text in prompts(args.prompts, args.length):
         measure(plan, text, 'miss', results, 'B')
     return plan, facts, (lm, vl)
@@ -321,9 +338,15 @@ def main():
     try:
         store = store_plan(work, password, args.store_port)
         store_argv = [args.redis_server, os.path.join(work, 'fleet-kv-store.conf')]
+        facts0 = {'glide_sync': subprocess.run(
+            [os.path.join(args.lmcache_venv, 'bin', 'python'), '-c',
+             'from importlib import metadata; print(metadata.version("valkey-glide-sync"))'],
+            check=False, capture_output=True, text=True).stdout.strip(),
+            'command': ' '.join(sys.argv)}
         store_proc = run.start('store', store_argv, dict(os.environ))
         time.sleep(1)
         plan, facts, pair = phases(run, args, store, password, results)
+        facts.update(facts0)
         facts['store_keys_after_b'] = store_keys(store, password)
         failure(run, args, plan, pair, store_proc, store_argv, results, facts)
     finally:

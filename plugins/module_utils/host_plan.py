@@ -975,7 +975,7 @@ def _assemble(p, v, lm_values, derived, n_inputs, expected):
         'warnings': p.warnings,
         'n_inputs': n_inputs,
         'derived': derived,
-        'kv_pool': dict((k, w) for k, w in (v.get('kv') or {}).items() if k != 'adapter_json') or None,
+        'kv_pool': kv_pool.shown(v.get('kv')),
         'lmcache': lm,
         'vllm': vl,
         'probe': {
@@ -1016,9 +1016,7 @@ def _assemble(p, v, lm_values, derived, n_inputs, expected):
             'ssm_dtype': n_inputs['mamba_ssm_cache_dtype'],
             'vllm_port': ports.get('vllm_server_port'), 'lmcache_port': ports.get('lmcache_server_port'),
             'lmcache_http_port': ports.get('lmcache_server_http_port'),
-            'connector': bool(v['connector']), 'warnings': p.warnings,
-            'kv_pool': (v.get('kv') or {}).get('pool'), 'kv_store': ','.join((v.get('kv') or {}).get('nodes') or []),
-            'kv_prefix': (v.get('kv') or {}).get('key_prefix'),
+            'connector': bool(v['connector']), 'warnings': p.warnings, **kv_pool.summary(v.get('kv')),
         },
     }
 

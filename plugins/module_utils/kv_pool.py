@@ -240,6 +240,17 @@ def launch(cfg, service, argv, env_file, kv):
     return [service['python'], service['kv_launcher']] + list(argv[1:])
 
 
+def shown(kv):
+    """A host's pool for its plan: without the adapter JSON (it holds the password); None outside a pool."""
+    return dict((k, v) for k, v in (kv or {}).items() if k != 'adapter_json') or None
+
+
+def summary(kv):
+    """The pool's fields of a host's summary row (plan.yml's pool lines)."""
+    kv = kv or {}
+    return {'kv_pool': kv.get('pool'), 'kv_store': ','.join(kv.get('nodes') or []), 'kv_prefix': kv.get('key_prefix')}
+
+
 def store_group(settings):
     """The store group of a host's settings (lmcache_server_kv_store_group), or None when the host is in no pool."""
     if (settings or {}).get('lmcache_server_kv_pool') in (None, ''):
