@@ -133,4 +133,4 @@ class LookupModule(LookupBase):
             return None
         hostvars = variables.get('hostvars') or {}
         return kv_pool.store_variables((variables.get('groups') or {}).get(group, []),
-                                       lambda name: hostvars.get(name), self._templar.template)
+                                       hostvars.get, self._templar.template)
