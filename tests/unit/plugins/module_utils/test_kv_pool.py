@@ -174,3 +174,29 @@ def test_the_wheelhouse_holds_the_pinned_store_client():
     assert '"%s"' % kv_pool.CLIENT_PACKAGE in script.read_text()
     # LMCache 0.5.6's worker pool needs >= 2.3.0 (memoryview SET, buffer GET).
     assert tuple(int(x) for x in kv_pool.CLIENT_VERSION.split('.')[:2]) >= (2, 3)
+
+
+def test_store_variables_take_only_the_store_role_and_address():
+    hosts = {'kv-1': {'kv_store_password': PASSWORD, 'ansible_host': '10.0.0.9', 'vllm_server_port': 1,
+                      'other': 'x'}}
+    assert kv_pool.store_variables(['kv-1'], hosts.get) == {
+        'kv-1': {'ansible_host': '10.0.0.9', 'kv_store_password': PASSWORD}}
+    assert kv_pool.store_variables(['kv-1'], hosts.get, lambda values: [str(v).upper() for v in values]) == {
+        'kv-1': {'ansible_host': '10.0.0.9', 'kv_store_password': PASSWORD.upper()}}
+
+
+def test_store_group_only_for_a_host_in_a_pool():
+    assert kv_pool.store_group({'lmcache_server_kv_pool': None}) is None
+    assert kv_pool.store_group({'lmcache_server_kv_pool': 'p'}) == 'kv_stores'
+    assert kv_pool.store_group({'lmcache_server_kv_pool': 'p', 'lmcache_server_kv_store_group': 'g'}) == 'g'
+
+
+def test_plans_errors_compare_the_pools_of_host_plans():
+    one = plan('a', DENSE, {'store-1': STORE})
+    other = plan('b', dict(DENSE, lmcache_server_chunk_size=512), {'store-1': STORE})
+    assert kv_pool.plans_errors([one, one]) == []
+    (error,) = kv_pool.plans_errors([one, other])
+    assert error.startswith('pool default: hosts a and b differ in chunk_size (')
+    # the plan shows the pool without the adapter JSON (it carries the password)
+    assert 'adapter_json' not in one['kv_pool'] and PASSWORD not in json.dumps(one['kv_pool'])
+    assert one['summary']['kv_pool'] == 'default' and one['summary']['kv_store'] == '10.0.0.9:6379'
