@@ -40,6 +40,8 @@ sets=(
     # redis (an lmcache dependency) needs it only on Python < 3.11.3, e.g. Debian bookworm's
     # 3.11.2: a download made with a newer 3.11 would miss it.
     "async-timeout>=4.0.3"
+    # LMCache's valkey L2 adapter imports glide_sync, >= 2.3.0 (hosts in an L2 pool: kv_pool.CLIENT_PACKAGE)
+    "valkey-glide-sync==2.5.3"
 )
 
 for set in "${sets[@]}"; do

@@ -41,4 +41,14 @@ with zipfile.ZipFile(wheel) as archive:
 PY
   rm -rf "$tmp"
 fi
+# The unit tests of the KV store (role kv_store) run the real redis-server (Debian's) against the
+# configuration and ACL file the collection renders; without it they are skipped.
+if ! command -v redis-server >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "setup-tools: installing redis-server (Debian) for the KV store's unit tests"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+fi
+
 echo "setup-tools: ok ($("$venv/bin/python" -c "import ansible.release as r; print('ansible-core', r.__version__)"))"
+

@@ -19,7 +19,7 @@ from ansible.template import generate_ansible_template_vars, trust_as_template
 from ansible.utils.display import Display
 
 from ansible_collections.lmcache_vllm.fleet.plugins.lookup.model_config import read_model_config
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report, hardware_groups, plan_tree
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report, hardware_groups, kv_pool, plan_tree
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import plan_host, public_view
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import VARIABLE_RE
 
@@ -40,6 +40,7 @@ class ActionModule(ActionBase):
         if not isinstance(hosts, list) or not hosts or not dest:
             raise AnsibleActionFail('fleet_plan needs hosts (the play hosts) and dest (the plan directory)')
         hostvars = task_vars['hostvars']
+        self._stores = lambda group: kv_pool.store_variables(task_vars['groups'].get(group, []), hostvars.get)
         self._reader = plan_tree.ConfigReader(read_model_config)
         self._check = bool(self._task.check_mode)
         planned = [self._plan_one(host, hostvars[host]) for host in hosts]
@@ -65,22 +66,28 @@ class ActionModule(ActionBase):
 
     def _plan_one(self, host, host_vars):
         settings = {name: host_vars[name] for name in host_vars if VARIABLE_RE.match(name)}
-        static = plan_host(host, settings)
+        group = kv_pool.store_group(settings)
+        stores = self._stores(group) if group else None
+        static = plan_host(host, settings, kv_stores=stores)
         override = host_vars['vllm_server_model_config'] if 'vllm_server_model_config' in host_vars else None
         paths = host_vars['fleet_plan_model_paths'] if 'fleet_plan_model_paths' in host_vars else []
         prediction, problem = plan_tree.predict(host, static['n_inputs'], override, self._reader, paths or [])
         plan = plan_host(host, settings, n=prediction['block_size'] if prediction else None, n_kind='predicted',
-                         prediction=prediction, prediction_problem=problem)
+                         prediction=prediction, prediction_problem=problem, kv_stores=stores)
         managed = host_vars['ansible_managed'] if 'ansible_managed' in host_vars else None
         return host, plan, prediction, problem, {'static': static, 'ansible_managed': managed}
 
     @staticmethod
     def _checked(planned):
         """Stop on any problem (validate.yml's check first, then with the predicted N); the warnings, each once."""
-        _errors, static_warnings, message = plan_tree.check([entry[4]['static'] for entry in planned], 'in the inventory')
+        static = [entry[4]['static'] for entry in planned]
+        static.append({'errors': kv_pool.plans_errors(static), 'warnings': []})
+        _errors, static_warnings, message = plan_tree.check(static, 'in the inventory')
         if message:
             raise AnsibleActionFail(message)
-        _errors, warnings, message = plan_tree.check([entry[1] for entry in planned], 'with the predicted N',
+        predicted = [entry[1] for entry in planned]
+        predicted.append({'errors': kv_pool.plans_errors(predicted), 'warnings': []})
+        _errors, warnings, message = plan_tree.check(predicted, 'with the predicted N',
                                                      'nothing was planned')
         if message:
             raise AnsibleActionFail(message)

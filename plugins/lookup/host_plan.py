@@ -98,6 +98,7 @@ from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import template_error
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import plan_host, request_key
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import VARIABLE_RE
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.ownership import FLEET_PATHS
@@ -130,7 +131,8 @@ class LookupModule(LookupBase):
         settings, unusable = self._settings(host, variables)
         plan = plan_host(host, settings, n=block_size, n_kind=n_kind,
                          prediction_problem=self.get_option('prediction_problem') or None,
-                         known=None if self.get_option('check_names') else False, **asked)
+                         known=None if self.get_option('check_names') else False,
+                         kv_stores=self._kv_stores(settings, variables), **asked)
         if unusable:
             plan['errors'] = unusable + list(plan['errors'])
         plan['request_key'] = key
@@ -147,3 +149,12 @@ class LookupModule(LookupBase):
             except AnsibleError as e:
                 unusable.append(template_error(host, name, getattr(e, 'message', None) or e))
         return settings, unusable
+
+    def _kv_stores(self, settings, variables):
+        """The kv_store_* variables (and ansible_host) of the store group's hosts, for a host in an L2 pool."""
+        group = kv_pool.store_group(settings)
+        if group is None:
+            return None
+        hostvars = variables.get('hostvars') or {}
+        return kv_pool.store_variables((variables.get('groups') or {}).get(group, []),
+                                       hostvars.get, self._templar.template)

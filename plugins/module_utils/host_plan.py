@@ -33,6 +33,7 @@ import hashlib
 import json
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_units
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_validate
@@ -42,7 +43,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables 
 
 
 def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, prediction_problem=None,
-              defaults=None, known=None, mamba_blocks=None):
+              defaults=None, known=None, mamba_blocks=None, kv_stores=None):
     """The plan of one host (see the module docstring). Never raises for bad input: errors are listed.
 
     ``n_kind`` says where ``n`` comes from: ``None`` (static checks, ``n`` ignored unless it is the
@@ -50,7 +51,8 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     ``known`` is the set of variable names the roles accept (default: their argument specs;
     ``False`` skips the check). ``mamba_blocks`` is M as vLLM reported it on this host
     (``{'mamba_cache_blocks': M, 'source': 'refusal' or 'cached'}``); without it the prediction's
-    ``mamba`` entry (filter predicted_mamba_blocks) is used.
+    ``mamba`` entry (filter predicted_mamba_blocks) is used. ``kv_stores``: ``{store host: its kv_store_*
+    variables and ansible_host}`` of the group lmcache_server_kv_store_group, for a host in an L2 pool (``kv_pool``).
     """
     p = HostSettings(host, resolved_settings(settings, defaults))
     plan_validate.first_checks(p, known_variables() if known is None else known)
@@ -66,10 +68,11 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     n_inputs = _n_inputs(p.cfg, v)
     if n_kind == 'probed':
         fleet_rules.compare_prediction(p, block, prediction, n_inputs)
-    v.update(n_inputs=n_inputs, secrets=secrets)
+    v.update(n_inputs=n_inputs, secrets=secrets,
+             kv=kv_pool.host_pool(host, p.cfg, derived, n_inputs, kv_stores, p.errors))
     # The plan's sections: each service is built by plan_units from the checked and derived values. A new
     # section (another service, a KV store pool) is one builder called here and placed by _assemble.
-    services = {'lmcache': plan_units.lmcache_service(p.cfg, derived, lm, v['lmcache_gpus']),
+    services = {'lmcache': plan_units.lmcache_service(p.cfg, derived, lm, v['lmcache_gpus'], v.get('kv')),
                 'vllm': plan_units.vllm_service(p.cfg, derived, v)}
     return _assemble(p, v, derived, n_inputs, expected, services)
 
@@ -125,6 +128,7 @@ def _assemble(p, v, derived, n_inputs, expected, services):
         'warnings': p.warnings,
         'n_inputs': n_inputs,
         'derived': derived,
+        'kv_pool': kv_pool.shown(v.get('kv')),
         'lmcache': lm,
         'vllm': vl,
         'probe': _probe_arguments(cfg, v, n_inputs, vl),
@@ -177,7 +181,7 @@ def _summary(p, v, derived, n_inputs, expected):
         'ssm_dtype': n_inputs['mamba_ssm_cache_dtype'],
         'vllm_port': ports.get('vllm_server_port'), 'lmcache_port': ports.get('lmcache_server_port'),
         'lmcache_http_port': ports.get('lmcache_server_http_port'),
-        'connector': bool(v['connector']), 'warnings': p.warnings,
+        'connector': bool(v['connector']), 'warnings': p.warnings, **kv_pool.summary(v.get('kv')),
     }
 
 

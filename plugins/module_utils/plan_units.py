@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import package_spec
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
@@ -134,7 +135,7 @@ def unit_lines(service, documentation, after, requires=None):
     return lines
 
 
-def lmcache_service(cfg, derived, lm, gpus):
+def lmcache_service(cfg, derived, lm, gpus, kv=None):
     """The LMCache service of the plan (``lm``: the checked LMCache values; ``gpus``: lmcache_server_gpus)."""
     name = cfg.get('lmcache_server_service_name')
     service = _unit_common(name, cfg, 'lmcache_server')
@@ -167,7 +168,9 @@ def lmcache_service(cfg, derived, lm, gpus):
         environment['DO_NOT_TRACK'] = '1'
     if gpus:
         environment['CUDA_VISIBLE_DEVICES'] = ','.join(str(g) for g in gpus)
-    service = _finish(service, lmcache_argv(cfg, service, derived, lm), environment, dict(sorted(lm['env'].items())))
+    env_file = dict(sorted(lm['env'].items()))
+    argv = kv_pool.launch(cfg, service, lmcache_argv(cfg, service, derived, lm), env_file, kv)
+    service = _finish(service, argv, environment, env_file, secret_names=(kv_pool.ADAPTER_ENV,))
     service['unit_lines'] = unit_lines(service, 'https://docs.lmcache.ai/', [])
     return service
 

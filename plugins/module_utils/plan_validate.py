@@ -41,7 +41,7 @@ VLLM_MANAGED_ENV = {
 LMCACHE_MANAGED_ENV = {
     'HOME': 'lmcache_server_home', 'PYTHONHASHSEED': 'nothing (the unit sets 0)',
     'LMCACHE_LOG_LEVEL': 'lmcache_server_log_level', 'LMCACHE_TRACK_USAGE': 'lmcache_server_track_usage',
-    'CUDA_VISIBLE_DEVICES': 'lmcache_server_gpus',
+    'CUDA_VISIBLE_DEVICES': 'lmcache_server_gpus', 'LMCACHE_FLEET_L2_ADAPTER': 'lmcache_server_kv_pool',
 }
 SECRET_ENV = {
     'HF_TOKEN': 'vllm_server_hf_token', 'HUGGING_FACE_HUB_TOKEN': 'vllm_server_hf_token',

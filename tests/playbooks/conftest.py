@@ -26,5 +26,6 @@ def hf_env_fixture(monkeypatch, tmp_path):
     monkeypatch.delenv('HF_HUB_CACHE', raising=False)
     monkeypatch.setenv('HF_HOME', fake_hf_home(tmp_path / 'hf'))
     monkeypatch.setenv('FLEET_VLLM_API_KEY', 'secret-api-key-value')
+    monkeypatch.setenv('FLEET_KV_STORE_PASSWORD', 'secret-kv-store-password')
     monkeypatch.setenv('HF_TOKEN', 'hf_secret_token_value')
     return monkeypatch

@@ -100,9 +100,10 @@ class PlaybookRunner:
         """Run ``playbook`` (a name under playbooks/, or an absolute path); returns (exit code, output).
 
         ``env`` adds environment variables; the example inventory reads its API key from
-        FLEET_VLLM_API_KEY, which is set to a test value unless ``env`` gives another (or None).
+        FLEET_VLLM_API_KEY and its store password from FLEET_KV_STORE_PASSWORD, which are set to test values
+        unless ``env`` gives others (or None).
         """
-        extra_env = {'FLEET_VLLM_API_KEY': 'test-api-key'}
+        extra_env = {'FLEET_VLLM_API_KEY': 'test-api-key', 'FLEET_KV_STORE_PASSWORD': 'test-kv-store-password'}
         extra_env.update(env or {})
         env = dict(os.environ)
         for key, value in extra_env.items():

@@ -10,10 +10,10 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules, host_plan, plan_variables
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules, host_plan, kv_store_config, plan_variables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-ROLES = ('lmcache_server', 'vllm_server')
+ROLES = ('lmcache_server', 'vllm_server', 'kv_store')
 
 
 def load(role, *parts):
@@ -42,7 +42,7 @@ def test_defaults_hold_no_templates(role):
 
 def test_the_plan_reads_the_same_defaults():
     merged = {}
-    for role in ROLES:
+    for role in plan_variables.ROLES:
         merged.update(load(role, 'defaults', 'main.yml'))
     assert plan_variables.role_defaults() == merged
     assert plan_variables.known_variables() == set(merged)
@@ -58,6 +58,8 @@ def test_the_plan_reads_the_same_defaults():
     ('lmcache_server_eviction_policy', fleet_rules.EVICTION_POLICIES),
     ('lmcache_server_supported_transfer_mode', fleet_rules.SERVER_TRANSFER_MODES),
     ('lmcache_server_log_level', plan_variables.LMCACHE_LOG_LEVELS),
+    ('kv_store_maxmemory_policy', kv_store_config.EVICTION_POLICIES),
+    ('kv_store_server', ('auto',) + kv_store_config.PREFERENCE),
 ])
 def test_documented_choices_are_the_plans(variable, choices):
     options = {}

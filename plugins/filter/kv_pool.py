@@ -1,0 +1,52 @@
+# -*- coding: utf-8 -*-
+# Copyright: lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the LMCache L2 pools (``plugins/module_utils/kv_pool.py``).
+
+Documentation of each filter lives in ``plugins/filter/<filter name>.yml``.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool, kv_store_status
+
+
+def kv_pool_errors(plans):
+    """The fleet-level pool check: pools whose hosts disagree on an input of the key prefix."""
+    if not isinstance(plans, list):
+        raise AnsibleFilterError('kv_pool_errors expects a list of host plans (lookup lmcache_vllm.fleet.host_plan)')
+    return kv_pool.plans_errors(plans)
+
+
+def kv_pool_line(row):
+    """One line of the plan for a host in an L2 pool (a row of the plan's summary)."""
+    if not isinstance(row, dict):
+        raise AnsibleFilterError('kv_pool_line expects a row of the plan (the host plan\'s summary)')
+    return 'pool %s: %s -> store %s, key prefix %s' % (row.get('kv_pool'), row.get('host'), row.get('kv_store') or '-',
+                                                       row.get('kv_prefix') or '(after N is known)')
+
+
+def kv_store_status_row(info_result, host, active):
+    """The status row of a store host, from the registered result of its INFO command and its unit state."""
+    result = info_result if isinstance(info_result, dict) else {}
+    error = None
+    if result.get('failed') or result.get('rc', 0) != 0:
+        error = (result.get('stderr') or result.get('msg') or 'failed').strip()[:200]
+    text = result.get('stdout') or ''
+    if text.startswith(('NOAUTH', 'WRONGPASS', 'NOPERM', 'ERR')):
+        error = text.strip()[:200]
+    return kv_store_status.status_row(host, active, text, error)
+
+
+def kv_store_status_line(row):
+    """One printed line of a store's status row."""
+    return kv_store_status.status_line(row)
+
+
+class FilterModule(object):
+
+    def filters(self):
+        return {'kv_pool_errors': kv_pool_errors, 'kv_pool_line': kv_pool_line,
+                'kv_store_status_row': kv_store_status_row, 'kv_store_status_line': kv_store_status_line}

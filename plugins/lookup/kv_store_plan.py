@@ -1,0 +1,63 @@
+# -*- coding: utf-8 -*-
+# Copyright: lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: kv_store_plan
+author: lmcache_vllm.fleet maintainers (@lmcache-vllm)
+short_description: The plan of the current KV store host - its checks, server, configuration, ACL and unit lines
+description:
+  - Collects every C(kv_store_*) variable the current task sees, fills the missing ones from the role
+    C(kv_store)'s C(defaults/main.yml) and returns the store host's plan (one mapping), computed on the control
+    node.
+  - The plan holds C(errors) (each naming the host, the variable and a valid value), C(server) (Valkey where
+    packaged, Redis otherwise), C(config_lines), C(acl_lines) (the password only as its SHA-256), C(unit_lines),
+    C(health) (the PING command and, in C(health.env), the password) and C(summary); register it with C(no_log).
+options:
+  _terms:
+    description: Not used.
+    type: list
+    elements: str
+    required: false
+  apt_policy:
+    description:
+      - The output of C(apt-cache policy valkey-server redis-server) on the host; the server is chosen from it.
+      - Not given, the variables only are checked (the server is then the preferred one, Valkey); given but
+        empty, no server package is available.
+    type: str
+"""
+
+EXAMPLES = r"""
+- name: Plan the store host
+  ansible.builtin.set_fact:
+    kv_plan: "{{ lookup('lmcache_vllm.fleet.kv_store_plan', apt_policy=apt_out.stdout) }}"
+  no_log: true
+"""
+
+RETURN = r"""
+_raw:
+  description: One mapping, the store host's plan (keys host, errors, warnings, server, config_lines, acl_lines, unit_lines, health, summary).
+  type: list
+  elements: dict
+"""
+
+from ansible.errors import AnsibleLookupError
+from ansible.plugins.lookup import LookupBase
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv_store_config import (
+    VARIABLE_RE, parse_apt_policy, plan_store)
+
+
+class LookupModule(LookupBase):
+
+    def run(self, terms, variables=None, **kwargs):
+        if variables is None:
+            raise AnsibleLookupError('kv_store_plan needs the task variables')
+        self.set_options(var_options=variables, direct=kwargs)
+        names = sorted(name for name in variables if VARIABLE_RE.match(name) or name == 'ansible_host')
+        values = self._templar.template([variables[name] for name in names])
+        policy = self.get_option('apt_policy')
+        candidates = parse_apt_policy(policy) if policy is not None else None
+        return [plan_store(variables.get('inventory_hostname'), dict(zip(names, values)), candidates)]

@@ -1,0 +1,306 @@
+# -*- coding: utf-8 -*-
+# Copyright: lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""LMCache L2 pools: which store a serving host's LMCache server uses, under which key prefix.
+
+A serving host joins a pool with ``lmcache_server_kv_pool: <name>``; the stores of the pool are the
+hosts of the group ``lmcache_server_kv_store_group`` (default ``kv_stores``) whose ``kv_store_pools``
+lists it (role ``kv_store``). Its LMCache server then gets one ``--l2-adapter`` of LMCache's
+``valkey`` type (the only RESP adapter of LMCache 0.5.6 with a key prefix; ``resp`` has none, so
+two pools on one store would read each other's pages):
+
+    {"type": "valkey", "startup_nodes": "store-1:6379", "cluster_mode": false, "username": "lmcache",
+     "password": "...", "key_prefix": "<pool>.<model>.n<N>.c<chunk>.tp<TP>.<hash>", "shared": true,
+     "max_capacity_gb": 0}
+
+LMCache joins the prefix and its own key with ``@`` (``<prefix>@<model>@<rank>@<group>@<chunk hash>``),
+so a page is read only by servers whose prefix is the same: the prefix carries a hash of everything
+that must match for a page to be reusable (``PREFIX_INPUTS``). ``max_capacity_gb`` stays 0: the store
+evicts by itself (``maxmemory`` with an ``allkeys-*`` policy); LMCache's own accounting would only
+count what one server wrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import as_bool, fmt_value, host_label, msg
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config as store
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import package_spec
+
+ADAPTER_TYPE = 'valkey'
+# LMCache's valkey adapter imports glide_sync, which LMCache does not declare; its worker pool names
+# >= 2.3.0 (copy-reduced memoryview SET, buffer GET). Checked with LMCache 0.5.6's ValkeyWorkerPool against
+# redis-server 7.0.15: 2.5.3 stores a memoryview and reads it back into a buffer (docs/kv-pools.md).
+CLIENT_VERSION = '2.5.3'
+CLIENT_PACKAGE = 'valkey-glide-sync==%s' % CLIENT_VERSION
+CLIENT_MODULE = 'glide_sync'
+# LMCache 0.5.6 builds its credentials as glide_sync.ServerCredentials(username, password), positionally;
+# glide-sync (2.1.1 to 2.6.0) declares ServerCredentials(password, username=None). With the fields as named
+# the store answers WRONGPASS (measured with 2.1.1 and 2.5.3), so the adapter JSON carries them crossed: the
+# store then gets the right pair.
+CREDENTIALS_CROSSED = True
+# The environment file variable that carries the adapter JSON (with the password) to the launcher, which
+# starts LMCache in its own process with --l2-adapter when a store answers, without it otherwise (LMCache
+# 0.5.6 refuses to start when the store is down): roles/lmcache_server/files/fleet_lmcache_l2.py.
+ADAPTER_ENV = 'LMCACHE_FLEET_L2_ADAPTER'
+LAUNCHER = 'bin/fleet-lmcache-l2'
+DEFAULT_GROUP = 'kv_stores'
+# Everything that must match for an LMCache page to be reusable by another server.
+PREFIX_INPUTS = ('model', 'revision', 'block_size', 'chunk_size', 'separate_object_groups', 'dtype',
+                 'kv_cache_dtype', 'mamba_ssm_cache_dtype', 'mamba_cache_dtype', 'tensor_parallel_size',
+                 'platform', 'gpu_family', 'attention_backend', 'vllm_version', 'lmcache_version',
+                 'connector_lmcache_version')
+HASH_CHARS = 12
+
+
+def attention_backend(extra_args, env):
+    """The attention backend the host forces (``--attention-backend`` or ``VLLM_ATTENTION_BACKEND``), or auto."""
+    args = [str(a) for a in extra_args or []]
+    for index, arg in enumerate(args):
+        if arg.startswith('--attention-backend='):
+            return arg.split('=', 1)[1]
+        if arg in ('--attention-backend', '--attention_backend') and index + 1 < len(args):
+            return args[index + 1]
+    return str((env or {}).get('VLLM_ATTENTION_BACKEND') or 'auto')
+
+
+def prefix_inputs(n_inputs, derived, cfg):
+    """The values of ``PREFIX_INPUTS`` for one host, from its plan."""
+    platform = n_inputs.get('platform')
+    return {
+        'model': n_inputs.get('model'),
+        'revision': n_inputs.get('revision') or 'main',
+        'block_size': derived.get('block_size'),
+        'chunk_size': derived.get('chunk_size'),
+        'separate_object_groups': bool(derived.get('separate_object_groups')),
+        'dtype': n_inputs.get('dtype'),
+        'kv_cache_dtype': n_inputs.get('kv_cache_dtype'),
+        'mamba_ssm_cache_dtype': n_inputs.get('mamba_ssm_cache_dtype'),
+        'mamba_cache_dtype': n_inputs.get('mamba_cache_dtype'),
+        'tensor_parallel_size': n_inputs.get('tensor_parallel_size'),
+        'platform': platform,
+        'gpu_family': n_inputs.get('gpu_architecture') or ('cpu' if platform == 'cpu' else 'default'),
+        'attention_backend': attention_backend(cfg.get('vllm_server_extra_args'), cfg.get('vllm_server_env')),
+        'vllm_version': str(cfg.get('vllm_server_version')),
+        'lmcache_version': str(cfg.get('lmcache_server_version')),
+        'connector_lmcache_version': str(cfg.get('vllm_server_lmcache_version')),
+    }
+
+
+def _slug(text, limit=40):
+    tail = str(text or 'model').rstrip('/').rsplit('/', 1)[-1].lower()
+    return (re.sub(r'[^a-z0-9.-]+', '-', tail).strip('-.') or 'model')[:limit]
+
+
+def key_prefix(pool, inputs):
+    """``<pool>.<model>.n<N>.c<chunk>.tp<TP>.<hash>``: readable parts and a hash of every input."""
+    canonical = json.dumps([[name, inputs.get(name)] for name in PREFIX_INPUTS], sort_keys=False)
+    digest = hashlib.sha256(canonical.encode('utf-8')).hexdigest()[:HASH_CHARS]
+    parts = (pool, _slug(inputs.get('model')), inputs.get('block_size'), inputs.get('chunk_size'),
+             inputs.get('tensor_parallel_size'), digest)
+    return '%s.%s.n%s.c%s.tp%s.%s' % parts
+
+
+def _pool_stores(pool, stores, defaults):
+    """{store name: merged kv_store_* settings} of the stores that list ``pool``."""
+    found = {}
+    for name in sorted(stores):
+        cfg = dict(defaults)
+        cfg.update(stores[name])
+        pools = cfg.get('kv_store_pools')
+        if isinstance(pools, list) and pool in pools:
+            found[name] = cfg
+    return found
+
+
+def _same(found, variable):
+    return len(set(json.dumps(cfg.get(variable), sort_keys=True) for cfg in found.values())) <= 1
+
+
+def _topology_problem(pool, found):
+    """Why the stores of a pool cannot serve it as one store or one cluster, or None."""
+    clustered = [name for name, cfg in found.items() if as_bool(cfg.get('kv_store_cluster')) is True]
+    names = ', '.join(found)
+    if len(found) > 1 and len(clustered) != len(found):
+        return ('has %d stores (%s) but not all set kv_store_cluster=true; give the pool one store, or set '
+                'kv_store_cluster: true on all of them (one cluster)' % (len(found), names))
+    if clustered and len(found) < store.CLUSTER_MIN_NODES:
+        return ('is a cluster of %d store(s) (%s); a cluster needs at least %d primaries: add stores or set '
+                'kv_store_cluster: false with one store' % (len(found), names, store.CLUSTER_MIN_NODES))
+    for variable in ('kv_store_username', 'kv_store_password', 'kv_store_pools'):
+        if len(found) > 1 and not _same(found, variable):
+            return ('has stores (%s) that differ in %s; one cluster needs the same value on every store'
+                    % (names, variable))
+    return None
+
+
+def resolve(host, pool, group, stores, defaults=None):
+    """The store of ``host``'s pool: ``({nodes, cluster, username, password, stores}, errors)``.
+
+    ``stores`` maps each host of the store group to its (templated) ``kv_store_*`` variables and
+    ``ansible_host``. Errors name the serving host and the variable.
+    """
+    defaults = store.store_defaults() if defaults is None else defaults
+    if not isinstance(pool, str) or not store.POOL_RE.match(pool):
+        return None, [msg(host, 'lmcache_server_kv_pool', pool, 'is not a pool name',
+                                'use null (no shared cache) or a name such as default (lower-case letters, digits, '
+                                '_ and -)')]
+    found = _pool_stores(pool, stores or {}, defaults)
+    if not found:
+        return None, [msg(host, 'lmcache_server_kv_pool', pool, 'has no store: no host of group %s lists it '
+                                'in kv_store_pools' % group, 'add it to a store\'s kv_store_pools, or put the store '
+                                'host in group %s (lmcache_server_kv_store_group)' % group)]
+    problem = _topology_problem(pool, found)
+    if problem:
+        return None, [msg(host, 'lmcache_server_kv_pool', pool, problem, 'then run the plan again')]
+    errors, nodes = [], []
+    for name, cfg in found.items():
+        address, port = store.store_endpoint(name, stores[name], defaults)
+        if rules.is_loopback(address) and name != host:
+            errors.append(msg(host, 'lmcache_server_kv_pool', pool, 'uses store %s, which binds %s (loopback) '
+                                    'and cannot be reached from %s' % (name, address, host),
+                                    'set kv_store_bind (and kv_store_allow_network: true) on %s, or serve the pool '
+                                    'from this host' % name))
+        nodes.append('%s:%s' % ('[%s]' % address if ':' in address else address, port))
+    first = next(iter(found.values()))
+    password = first.get('kv_store_password')
+    if not isinstance(password, str) or not password:
+        errors.append('host %s: lmcache_server_kv_pool=%s uses store %s, whose kv_store_password (value hidden) is '
+                      'not set; set it from a vault' % (host_label(host), pool, next(iter(found))))
+    resolved = {'pool': pool, 'stores': list(found), 'nodes': nodes,
+                'cluster': as_bool(first.get('kv_store_cluster')) is True,
+                'username': first.get('kv_store_username'), 'password': password}
+    return (None if errors else resolved), errors
+
+
+def adapter(resolved, prefix):
+    """The ``--l2-adapter`` JSON object (with the password) for a resolved pool and a key prefix."""
+    user, password = resolved['username'], resolved['password']
+    if CREDENTIALS_CROSSED:
+        user, password = password, user
+    return {'type': ADAPTER_TYPE, 'startup_nodes': ','.join(resolved['nodes']),
+            'cluster_mode': bool(resolved['cluster']), 'username': user, 'password': password,
+            'key_prefix': prefix, 'shared': True, 'max_capacity_gb': 0}
+
+
+def adapter_shown(resolved, prefix):
+    """The adapter JSON with the password redacted, for plans and reports."""
+    shown = adapter(resolved, prefix)
+    shown['username' if CREDENTIALS_CROSSED else 'password'] = '<redacted>'
+    return shown
+
+
+def adapter_json(pool, nodes, username, password, inputs, cluster=False):
+    """The ``--l2-adapter`` JSON text for a pool's store (``nodes``: ``['host:port']``, its ACL user and password)
+    and one host's ``PREFIX_INPUTS`` values (``prefix_inputs``, or a plan's ``kv_pool.inputs``)."""
+    resolved = {'nodes': list(nodes), 'cluster': bool(cluster), 'username': username, 'password': password}
+    return json.dumps(adapter(resolved, key_prefix(pool, inputs)), sort_keys=True)
+
+
+def plan_pool(host, resolved, n_inputs, derived, cfg):
+    """The pool part of one host's plan: its inputs, its key prefix, the adapter (None until N is known)."""
+    inputs = prefix_inputs(n_inputs, derived, cfg)
+    known = derived.get('block_size') is not None and derived.get('chunk_size') is not None
+    prefix = key_prefix(resolved['pool'], inputs) if known else None
+    return {'pool': resolved['pool'], 'stores': resolved['stores'], 'nodes': resolved['nodes'],
+            'cluster': resolved['cluster'], 'inputs': inputs, 'key_prefix': prefix,
+            'adapter_json': adapter_json(resolved['pool'], resolved['nodes'], resolved['username'],
+                                         resolved['password'], inputs, resolved['cluster']) if known else None,
+            'adapter_shown': adapter_shown(resolved, prefix) if known else None}
+
+
+def host_pool(host, cfg, derived, n_inputs, kv_stores, errors):
+    """The host's pool (``plan_pool``), or None when lmcache_server_kv_pool is null; problems go to ``errors``."""
+    pool = cfg.get('lmcache_server_kv_pool')
+    if pool in (None, ''):
+        return None
+    resolved, found = resolve(host, pool, cfg.get('lmcache_server_kv_store_group'), kv_stores or {})
+    errors.extend(e for e in found if e not in errors)
+    return plan_pool(host, resolved, n_inputs, derived, cfg) if resolved else None
+
+
+def launch(cfg, service, argv, env_file, kv):
+    """LMCache's argv for a host in a pool: through the launcher, the adapter JSON in the 0600 environment file.
+
+    The launcher adds ``--l2-adapter`` when a store answers. ``service`` gets the launcher's path and pip's
+    argv for the store client (``pip.kv_client``, ``pip.versions.kv_client``), ``env_file`` the JSON.
+    Without a pool, ``argv`` unchanged.
+    """
+    if not kv:
+        return argv
+    venv = str(cfg.get('lmcache_server_venv') or '').rstrip('/')
+    service['kv_launcher'] = '%s/%s' % (venv, LAUNCHER)
+    service['pip']['kv_client'] = package_spec.lmcache_pip(cfg, venv, [CLIENT_PACKAGE])['install']
+    service['pip']['versions']['kv_client'] = CLIENT_VERSION
+    if kv.get('adapter_json'):
+        env_file[ADAPTER_ENV] = kv['adapter_json']
+    return [service['python'], service['kv_launcher']] + list(argv[1:])
+
+
+def shown(kv):
+    """A host's pool for its plan: without the adapter JSON (it holds the password); None outside a pool."""
+    return dict((k, v) for k, v in (kv or {}).items() if k != 'adapter_json') or None
+
+
+def summary(kv):
+    """The pool's fields of a host's summary row (plan.yml's pool lines)."""
+    kv = kv or {}
+    return {'kv_pool': kv.get('pool'), 'kv_store': ','.join(kv.get('nodes') or []), 'kv_prefix': kv.get('key_prefix')}
+
+
+def store_group(settings):
+    """The store group of a host's settings (lmcache_server_kv_store_group), or None when the host is in no pool."""
+    if (settings or {}).get('lmcache_server_kv_pool') in (None, ''):
+        return None
+    return (settings or {}).get('lmcache_server_kv_store_group') or DEFAULT_GROUP
+
+
+def store_variables(names, variables_of, template=lambda values: values):
+    """``{store host: its kv_store_* variables and ansible_host}`` for the hosts ``names`` of a store group.
+
+    ``variables_of(name)`` gives a host's variables (a mapping); ``template(list)`` templates a list of values.
+    """
+    stores = {}
+    for name in names or []:
+        svars = variables_of(name) or {}
+        keys = sorted(k for k in svars if store.VARIABLE_RE.match(k) or k == 'ansible_host')
+        stores[name] = dict(zip(keys, template([svars[k] for k in keys])))
+    return stores
+
+
+def plans_errors(plans):
+    """The fleet-level pool check (``check_pools``) over host plans (their ``kv_pool`` entries)."""
+    members = []
+    for plan in plans or []:
+        pool = plan.get('kv_pool') if isinstance(plan, dict) else None
+        if pool:
+            members.append({'host': plan.get('host'), 'pool': pool.get('pool'), 'inputs': pool.get('inputs') or {}})
+    return check_pools(members)
+
+
+def check_pools(members):
+    """Errors for pools whose hosts disagree on a prefix input. ``members``: ``[{host, pool, inputs}]``."""
+    by_pool = {}
+    for member in members or []:
+        if member and member.get('pool'):
+            by_pool.setdefault(member['pool'], []).append(member)
+    errors = []
+    for pool in sorted(by_pool):
+        hosts = sorted(by_pool[pool], key=lambda m: str(m.get('host')))
+        first = hosts[0]
+        for other in hosts[1:]:
+            differ = [name for name in PREFIX_INPUTS
+                      if name in first['inputs'] and name in other['inputs']
+                      and first['inputs'][name] is not None and other['inputs'][name] is not None
+                      and first['inputs'][name] != other['inputs'][name]]
+            if differ:
+                errors.append('pool %s: hosts %s and %s differ in %s, so they could never read each other\'s pages; '
+                              'put them in different pools (lmcache_server_kv_pool) or give them the same values'
+                              % (pool, first['host'], other['host'], ', '.join(
+                                  '%s (%s vs %s)' % (n, fmt_value(first['inputs'][n]),
+                                                     fmt_value(other['inputs'][n])) for n in differ)))
+    return errors

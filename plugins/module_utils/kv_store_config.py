@@ -1,0 +1,304 @@
+# -*- coding: utf-8 -*-
+# Copyright: lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The KV store of one store host (role ``kv_store``): which server, its checks, its files.
+
+``plan_store(host, settings, candidates)`` takes the host's ``kv_store_*`` variables (missing
+ones from the role's ``defaults/main.yml``) and the Debian candidates of the server packages
+(``parse_apt_policy`` of ``apt-cache policy valkey-server redis-server``) and returns::
+
+    {'host', 'errors', 'warnings', 'server': {name, package, binary, cli, package_unit},
+     'config_lines', 'acl_lines', 'unit_lines', 'health': {argv, env}, 'summary': {...}, ...}
+
+The password reaches the store only as its SHA-256 (``#<hex>`` in the ACL file); the plain
+password goes only to the LMCache hosts' 0600 environment files (``kv_pool``) and to the
+environment of the health check, which runs with ``no_log``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import as_bool, as_int, host_label, msg
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
+
+PREFIX = 'kv_store_'
+VARIABLE_RE = re.compile(r'^kv_store_[A-Za-z0-9_]+$')
+# One rule: Valkey where Debian packages it, Redis otherwise (both speak RESP and take the same
+# configuration and ACL syntax for everything written here).
+SERVERS = {
+    'valkey': {'name': 'valkey', 'package': 'valkey-server', 'binary': '/usr/bin/valkey-server',
+               'cli': '/usr/bin/valkey-cli', 'package_unit': 'valkey-server.service'},
+    'redis': {'name': 'redis', 'package': 'redis-server', 'binary': '/usr/bin/redis-server',
+              'cli': '/usr/bin/redis-cli', 'package_unit': 'redis-server.service'},
+}
+PREFERENCE = ('valkey', 'redis')
+# LMCache writes its pages without a TTL: volatile-* policies would never evict and noeviction
+# makes a full store refuse every write, so only the allkeys-* policies are accepted.
+EVICTION_POLICIES = ('allkeys-lru', 'allkeys-lfu', 'allkeys-random')
+# What the LMCache user may do: everything on keys, nothing administrative, no flushes.
+ACL_RULES = '~* &* +@all -@admin -flushall -flushdb'
+MIN_MAXMEMORY_MB = 16
+CLUSTER_MIN_NODES = 3
+SERVICE_NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.:-]{0,200}$')
+ACCOUNT_RE = re.compile(r'^[a-z_][a-z0-9_-]{0,30}$')
+SAFE_PATH_RE = re.compile(r'^/[A-Za-z0-9._+@/-]*$')
+ACL_USER_RE = re.compile(r'^[A-Za-z0-9_.-]{1,64}$')
+POOL_RE = re.compile(r'^[a-z0-9][a-z0-9_-]{0,31}$')
+UNIT_DIR = '/etc/systemd/system'
+# The store needs no GPU, no executable memory and no clock: a stricter sandbox than the serving units.
+HARDENING = (
+    'NoNewPrivileges=true', 'ProtectSystem=strict', 'ProtectHome=true', 'PrivateTmp=true',
+    'PrivateDevices=true', 'ProtectClock=true', 'ProtectKernelTunables=true', 'ProtectKernelModules=true',
+    'ProtectKernelLogs=true', 'ProtectControlGroups=true', 'ProtectHostname=true', 'ProtectProc=invisible',
+    'RestrictNamespaces=true', 'RestrictRealtime=true', 'RestrictSUIDSGID=true', 'LockPersonality=true',
+    'MemoryDenyWriteExecute=true', 'SystemCallArchitectures=native',
+    'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6', 'CapabilityBoundingSet=', 'AmbientCapabilities=',
+    'UMask=0077',
+)
+
+
+def parse_apt_policy(text):
+    """``{package: candidate version or None}`` from ``apt-cache policy <packages>`` output."""
+    found, package = {}, None
+    for line in str(text or '').splitlines():
+        if line and not line[0].isspace() and line.rstrip().endswith(':'):
+            package = line.rstrip()[:-1].strip()
+            found[package] = None
+        elif package and line.strip().startswith('Candidate:'):
+            value = line.split(':', 1)[1].strip()
+            found[package] = None if value in ('', '(none)') else value
+    return found
+
+
+def choose_server(requested, candidates):
+    """(server name, problem): ``auto`` takes Valkey where packaged, Redis otherwise.
+
+    ``candidates`` None (not read from the host yet): the requested server, or the preferred one.
+    """
+    if candidates is None:
+        return (PREFERENCE[0] if requested == 'auto' else requested), (
+            None if requested == 'auto' or requested in SERVERS else 'is not one of auto, %s' % ', '.join(PREFERENCE))
+    if requested == 'auto':
+        for name in PREFERENCE:
+            if candidates.get(SERVERS[name]['package']):
+                return name, None
+        return None, 'neither %s is packaged for this host (apt-cache policy)' % ' nor '.join(
+            SERVERS[n]['package'] for n in PREFERENCE)
+    if requested not in SERVERS:
+        return None, 'is not one of auto, %s' % ', '.join(PREFERENCE)
+    if candidates and not candidates.get(SERVERS[requested]['package']):
+        return None, '%s is not packaged for this host (apt-cache policy)' % SERVERS[requested]['package']
+    return requested, None
+
+
+def password_hash(password):
+    """The ACL file's form of a password: ``#`` and the hex SHA-256 of its UTF-8 bytes."""
+    return '#' + hashlib.sha256(str(password).encode('utf-8')).hexdigest()
+
+
+def store_defaults():
+    """The role's ``defaults/main.yml`` (the only place its defaults are written)."""
+    from ansible.module_utils.common.yaml import yaml_load  # controller side only
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, 'roles', 'kv_store', 'defaults', 'main.yml')) as handle:
+        return yaml_load(handle) or {}
+
+
+def store_endpoint(name, svars, defaults):
+    """(address a client dials, port) of one store host."""
+    cfg = dict(defaults)
+    cfg.update(svars)
+    address = cfg.get('kv_store_advertise_address')
+    bind = str(cfg.get('kv_store_bind') or '')
+    if not address:
+        wildcard = bind in ('0.0.0.0', '::', '[::]', '*')
+        address = bind if bind and not wildcard and not rules.is_loopback(bind) else \
+            (cfg.get('ansible_host') or name)
+        if rules.is_loopback(bind):
+            address = bind
+    return str(address), as_int(cfg.get('kv_store_port'))
+
+
+class _Checks:
+    """Collects one store host's errors; each getter returns the clean value or None."""
+
+    def __init__(self, host, cfg):
+        self.host, self.cfg, self.errors, self.warnings = host, cfg, [], []
+
+    def error(self, name, value, problem, fix):
+        text = msg(self.host, name, value, problem, fix)
+        if text not in self.errors:
+            self.errors.append(text)
+
+    def integer(self, name, low, high=None, fix='use a whole number'):
+        value = as_int(self.cfg.get(name))
+        if value is None or value < low or (high is not None and value > high):
+            self.error(name, self.cfg.get(name), 'is not an integer >= %d%s' % (
+                low, '' if high is None else ' and <= %d' % high), fix)
+            return None
+        return value
+
+    def boolean(self, name):
+        value = as_bool(self.cfg.get(name))
+        if not isinstance(value, bool):
+            self.error(name, self.cfg.get(name), 'is not a boolean', 'use true or false')
+            return None
+        return value
+
+    def text(self, name, pattern, what, fix):
+        value = self.cfg.get(name)
+        if not isinstance(value, str) or not pattern.match(value) or '..' in value.split('/'):
+            self.error(name, value, 'is not %s' % what, fix)
+            return None
+        return value
+
+
+def _control_characters(c):
+    for name, value in sorted(c.cfg.items()):
+        if not name.startswith(PREFIX) or name == 'kv_store_password':
+            continue
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and sq.has_control_character(text):
+                c.error(name, text, 'contains a control character', 'write it on one line')
+
+
+def _secret(c):
+    password = c.cfg.get('kv_store_password')
+    if not isinstance(password, str) or len(password) < 16 or sq.has_control_character(password) \
+            or any(ch.isspace() for ch in password):
+        c.errors.append('host %s: kv_store_password (value hidden) is missing, not a string, shorter than 16 '
+                        'characters or holds spaces or control characters; set it from a vault, e.g. '
+                        'kv_store_password: "{{ vault_kv_store_password }}"' % host_label(c.host))
+        return None
+    return password
+
+
+def _exposure(c, bind):
+    allow = c.boolean('kv_store_allow_network')
+    if bind is not None and not rules.is_loopback(bind) and allow is not True:
+        c.error('kv_store_bind', bind, 'exposes the store beyond loopback (RESP without TLS: pages and the '
+                'password cross the network in clear)', 'use 127.0.0.1 for LMCache servers on this host, or set '
+                'kv_store_allow_network=true when other hosts must reach it over a trusted network')
+
+
+def _values(c):
+    cfg = c.cfg
+    v = {'port': c.integer('kv_store_port', 1, 65535, 'use a TCP port such as 6379'),
+         'maxmemory_mb': c.integer('kv_store_maxmemory_mb', MIN_MAXMEMORY_MB,
+                                   fix='use the MiB the store may hold, e.g. 1024'),
+         'node_timeout': c.integer('kv_store_cluster_node_timeout_ms', 100, fix='use milliseconds, e.g. 5000'),
+         'start_timeout': c.integer('kv_store_start_timeout', 1, fix='use seconds, e.g. 60'),
+         'cluster': c.boolean('kv_store_cluster')}
+    bind = cfg.get('kv_store_bind')
+    if not isinstance(bind, str) or not bind.strip() or ' ' in bind.strip():
+        c.error('kv_store_bind', bind, 'is not one address', 'use an IP address such as 127.0.0.1')
+        bind = None
+    v['bind'] = bind
+    policy = cfg.get('kv_store_maxmemory_policy')
+    if policy not in EVICTION_POLICIES:
+        c.error('kv_store_maxmemory_policy', policy, 'would let a full store refuse writes (LMCache sets no TTL)'
+                if isinstance(policy, str) and (policy == 'noeviction' or policy.startswith('volatile-'))
+                else 'is not an eviction policy the store accepts', 'use one of %s' % ', '.join(EVICTION_POLICIES))
+    v['policy'] = policy
+    v['username'] = c.text('kv_store_username', ACL_USER_RE, 'an ACL user name', 'use letters, digits and _.- '
+                           '(e.g. lmcache)')
+    if v['username'] == 'default':
+        c.error('kv_store_username', 'default', 'is the store\'s unauthenticated user, which the collection turns off',
+                'use another name, e.g. lmcache')
+    for name in ('kv_store_service_name',):
+        v['service_name'] = c.text(name, SERVICE_NAME_RE, 'a unit name', 'use letters, digits and _.:-')
+    for name in ('kv_store_user', 'kv_store_group'):
+        v[name[len(PREFIX):]] = c.text(name, ACCOUNT_RE, 'a system account name', 'use lower-case letters, digits, '
+                                       '_ and - (e.g. fleet-kv)')
+    for name in ('kv_store_home', 'kv_store_config_dir'):
+        v[name[len(PREFIX):]] = c.text(name, SAFE_PATH_RE, 'an absolute path', 'use a path such as /var/lib/fleet-kv')
+    pools = cfg.get('kv_store_pools')
+    if not isinstance(pools, list) or not pools or not all(isinstance(p, str) and POOL_RE.match(p) for p in pools) \
+            or len(set(pools)) != len(pools):
+        c.error('kv_store_pools', pools, 'is not a list of unique pool names', 'use e.g. [default] (lower-case '
+                'letters, digits, _ and -, up to 32 characters)')
+        pools = []
+    v['pools'] = pools
+    return v
+
+
+def config_lines(v, server):
+    """The store's configuration file (redis.conf / valkey.conf syntax)."""
+    home = v['home'].rstrip('/')
+    lines = ['bind %s' % v['bind'], 'port %d' % v['port'], 'protected-mode yes', 'daemonize no',
+             'supervised systemd', 'logfile ""', 'dir %s' % home,
+             # A cache: no snapshot and no append-only file; a restart starts empty.
+             'save ""', 'appendonly no',
+             'maxmemory %dmb' % v['maxmemory_mb'], 'maxmemory-policy %s' % v['policy'],
+             'aclfile %s/users.acl' % v['config_dir'].rstrip('/')]
+    if v['cluster']:
+        lines += ['cluster-enabled yes', 'cluster-config-file %s/nodes.conf' % home,
+                  'cluster-node-timeout %d' % v['node_timeout'],
+                  # LMCache keeps serving from the nodes it reaches when one is down.
+                  'cluster-require-full-coverage no']
+    return lines
+
+
+def acl_lines(username, password):
+    """The ACL file: the unauthenticated default user off, the LMCache user with the password's hash."""
+    return ['user default off', 'user %s on %s %s' % (username, password_hash(password), ACL_RULES)]
+
+
+def unit_lines(v, server):
+    conf = '%s/%s.conf' % (v['config_dir'].rstrip('/'), v['service_name'])
+    description = 'KV store of the LMCache pools %s (%s)' % (', '.join(v['pools']), server['name'])
+    head = ['[Unit]', 'Description=%s' % sq.specifier_text(description),
+            'Documentation=https://valkey.io/topics/acl/',
+            'After=network-online.target', 'Wants=network-online.target',
+            'StartLimitIntervalSec=300', 'StartLimitBurst=5', '',
+            '[Service]', 'Type=notify',
+            'User=%s' % v['user'], 'Group=%s' % v['group'],
+            'WorkingDirectory=%s' % v['home'],
+            'ExecStart=%s' % sq.exec_line([server['binary'], conf]),
+            'Restart=on-failure', 'RestartSec=2',
+            'TimeoutStartSec=%d' % v['start_timeout'], 'TimeoutStopSec=30',
+            'ReadWritePaths=-%s' % sq.exec_word(v['home'])]
+    return head + list(HARDENING) + ['', '[Install]', 'WantedBy=multi-user.target']
+
+
+def plan_store(host, settings, candidates=None, defaults=None):
+    """The plan of one store host (see the module docstring). Never raises for bad input."""
+    cfg = store_defaults() if defaults is None else dict(defaults)
+    cfg.update(dict(settings or {}))
+    c = _Checks(host, cfg)
+    _control_characters(c)
+    password = _secret(c)
+    v = _values(c)
+    _exposure(c, v['bind'])
+    name, problem = choose_server(cfg.get('kv_store_server'), candidates)
+    if problem:
+        c.error('kv_store_server', cfg.get('kv_store_server'), problem, 'use auto, or install the package\'s '
+                'source; Valkey is preferred where packaged, Redis otherwise')
+    plan = {'host': host, 'errors': c.errors, 'warnings': c.warnings, 'values': v,
+            'server': dict(SERVERS[name]) if name else None}
+    if v['service_name'] and v['config_dir']:
+        # The paths alone (remove.yml needs them even when another value is wrong).
+        conf_dir = v['config_dir'].rstrip('/')
+        plan.update({'config_path': '%s/%s.conf' % (conf_dir, v['service_name']),
+                     'acl_path': '%s/users.acl' % conf_dir, 'marker_path': '%s/installed-by-collection' % conf_dir,
+                     'unit_path': '%s/%s.service' % (UNIT_DIR, v['service_name'])})
+    if c.errors or name is None:
+        return plan
+    server = plan['server']
+    plan.update({
+        'config_lines': config_lines(v, server),
+        'acl_lines': acl_lines(v['username'], password),
+        'unit_lines': unit_lines(v, server),
+        'health': {'argv': [server['cli'], '-h', rules.url_host(v['bind']).strip('[]'), '-p', str(v['port']),
+                            '--user', v['username'], '--no-auth-warning'],
+                   'env': {'REDISCLI_AUTH': password}},
+        'endpoint': '%s:%s' % store_endpoint(host, cfg, {}),
+        'summary': {'host': host, 'server': server['name'], 'bind': v['bind'], 'port': v['port'],
+                    'maxmemory_mb': v['maxmemory_mb'], 'policy': v['policy'], 'cluster': v['cluster'],
+                    'pools': v['pools'], 'service': v['service_name']},
+    })
+    return plan

@@ -1,0 +1,75 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""L2 pools in the playbooks: plan.yml shows and renders them, validate.yml refuses a pool whose hosts differ
+and a store without its password, all before any host is contacted."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from fleet_playbook_helpers import EXAMPLE, assert_no_contact, fail_messages, read
+from systemd_unit import parse_exec, parse_unit, values
+
+PASSWORD = 'a-store-password-for-the-test'
+
+
+def exec_start(text):
+    (value,) = values(parse_unit(text), 'Service', 'ExecStart')
+    return value
+
+
+def test_plan_shows_and_renders_the_pools(runner, hf_env, tmp_path):
+    plan = tmp_path / 'plan'
+    code, output = runner.run('plan.yml', EXAMPLE, '-e', 'fleet_plan_dir=%s' % plan,
+                              env={'FLEET_KV_STORE_PASSWORD': PASSWORD})
+    assert code == 0, output[-6000:]
+    assert_no_contact(output)
+    prefixes = {}
+    for host, pool in (('gpu-01', 'qwen36'), ('gpu-03', 'qwen35')):
+        record = json.loads(read(str(plan / host / 'plan.json')))
+        prefixes[host] = record['kv_pool']['key_prefix']
+        assert record['kv_pool']['pool'] == pool
+        assert record['kv_pool']['adapter_shown']['startup_nodes'] == '10.20.0.50:6379'
+        assert record['kv_pool']['adapter_shown']['key_prefix'] == prefixes[host]
+        assert 'pool %s: %s -> store 10.20.0.50:6379, key prefix %s' % (pool, host, prefixes[host]) in output
+        argv = parse_exec(exec_start(read(str(plan / host / 'etc' / 'systemd' / 'system' / 'lmcache-server.service'))), {})[1]
+        # The launcher adds --l2-adapter from the 0600 environment file (never on a command line).
+        assert argv[1].endswith('/bin/fleet-lmcache-l2') and argv[2] == 'server' and '--l2-adapter' not in argv
+        env = read(str(plan / host / 'etc' / 'lmcache-vllm-fleet' / 'lmcache-server.env'))
+        assert 'LMCACHE_FLEET_L2_ADAPTER="<redacted>"' in env
+    assert prefixes['gpu-01'] != prefixes['gpu-03']
+    assert prefixes['gpu-01'].startswith('qwen36.qwen3.6-27b.n784.c784.tp2.')
+    gpu02 = read(str(plan / 'gpu-02' / 'etc' / 'systemd' / 'system' / 'lmcache-server.service'))
+    assert 'fleet-lmcache-l2' not in gpu02
+    for root, _dirs, files in os.walk(str(plan)):
+        for name in files:
+            assert PASSWORD not in read(os.path.join(root, name)), name
+    assert PASSWORD not in output
+
+
+@pytest.mark.parametrize('playbook', ['validate.yml', 'plan.yml'])
+def test_a_pool_whose_hosts_differ_is_refused_before_contact(runner, tmp_path, playbook):
+    extra = tmp_path / 'pool.yml'
+    extra.write_text('all:\n  children:\n    qwen36_hosts:\n      hosts:\n        gpu-02:\n'
+                     '          lmcache_server_kv_pool: qwen36\n')
+    code, output = runner.run(playbook, EXAMPLE, '-i', str(extra), '-e', 'ansible_ssh_executable=/nonexistent/ssh',
+                              '-e', 'fleet_plan_dir=%s' % (tmp_path / 'plan'))
+    assert code != 0, output[-4000:]
+    assert_no_contact(output)
+    assert ("pool qwen36: hosts gpu-01 and gpu-02 differ in block_size (784 vs 1568), chunk_size (784 vs 3136), "
+            "kv_cache_dtype (auto vs fp8), tensor_parallel_size (2 vs 4), attention_backend (auto vs FLASHINFER), so "
+            "they could never read each other's pages; put them in different pools (lmcache_server_kv_pool) or give "
+            "them the same values") in ' '.join(fail_messages(output))
+
+
+def test_a_store_without_its_password_is_refused_before_contact(runner):
+    code, output = runner.run('validate.yml', EXAMPLE, '-e', 'ansible_ssh_executable=/nonexistent/ssh',
+                              env={'FLEET_KV_STORE_PASSWORD': None})
+    assert code != 0, output[-4000:]
+    assert_no_contact(output)
+    messages = ' '.join(fail_messages(output))
+    assert 'host gpu-01: lmcache_server_kv_pool=qwen36 uses store kv-01, whose kv_store_password (value hidden) is ' \
+           'not set; set it from a vault' in messages

@@ -1,0 +1,169 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests for plugins/module_utils/kv_store_config.py: one store host's checks and files."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+
+import pytest
+
+import systemd_unit as su
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config as ks
+
+PASSWORD = 'correct-horse-battery-staple'
+GOOD = {'kv_store_password': PASSWORD}
+BOOKWORM = """redis-server:
+  Installed: (none)
+  Candidate: 5:7.0.15-1~deb12u7
+  Version table:
+     5:7.0.15-1~deb12u7 500
+        500 http://mirror.example/debian bookworm/main amd64 Packages
+"""
+BOTH = """valkey-server:
+  Installed: (none)
+  Candidate: 8.1.1+dfsg1-1
+redis-server:
+  Installed: (none)
+  Candidate: 5:7.0.15-1~deb12u7
+"""
+
+
+def test_apt_policy_is_read():
+    assert ks.parse_apt_policy(BOOKWORM) == {'redis-server': '5:7.0.15-1~deb12u7'}
+    assert ks.parse_apt_policy('valkey-server:\n  Installed: (none)\n  Candidate: (none)\n') == {'valkey-server': None}
+
+
+@pytest.mark.parametrize('policy, requested, server', [
+    (BOOKWORM, 'auto', 'redis'),
+    (BOTH, 'auto', 'valkey'),
+    (BOTH, 'redis', 'redis'),
+])
+def test_valkey_where_packaged_redis_otherwise(policy, requested, server):
+    result = ks.plan_store('s', dict(GOOD, kv_store_server=requested), ks.parse_apt_policy(policy))
+    assert result['errors'] == []
+    assert result['server']['name'] == server
+    assert result['unit_lines'][result['unit_lines'].index('[Service]') + 5] == \
+        'ExecStart=%s /etc/fleet-kv-store/fleet-kv-store.conf' % ks.SERVERS[server]['binary']
+
+
+def test_a_server_that_is_not_packaged_is_refused():
+    result = ks.plan_store('s', dict(GOOD, kv_store_server='valkey'), ks.parse_apt_policy(BOOKWORM))
+    assert result['errors'] == ["host s: kv_store_server=valkey valkey-server is not packaged for this host (apt-cache "
+                                "policy); use auto, or install the package's source; Valkey is preferred where "
+                                "packaged, Redis otherwise"]
+    assert ks.plan_store('s', GOOD, {})['errors'][0].startswith('host s: kv_store_server=auto neither valkey-server nor')
+
+
+def test_config_sizes_and_evicts_and_keeps_nothing_on_disk():
+    lines = ks.plan_store('s', dict(GOOD, kv_store_maxmemory_mb=2048, kv_store_maxmemory_policy='allkeys-lfu'),
+                          None)['config_lines']
+    for line in ('maxmemory 2048mb', 'maxmemory-policy allkeys-lfu', 'save ""', 'appendonly no', 'bind 127.0.0.1',
+                 'port 6379', 'aclfile /etc/fleet-kv-store/users.acl', 'supervised systemd'):
+        assert line in lines
+    assert not any(line.startswith('cluster-') for line in lines)
+
+
+def test_cluster_lines():
+    lines = ks.plan_store('s', dict(GOOD, kv_store_cluster=True), None)['config_lines']
+    assert 'cluster-enabled yes' in lines and 'cluster-config-file /var/lib/fleet-kv-store/nodes.conf' in lines
+
+
+def test_the_acl_file_holds_only_the_hash():
+    result = ks.plan_store('s', GOOD, None)
+    text = '\n'.join(result['acl_lines'])
+    assert PASSWORD not in text
+    assert '#' + hashlib.sha256(PASSWORD.encode()).hexdigest() in text
+    assert result['acl_lines'][0] == 'user default off'
+    assert PASSWORD not in '\n'.join(result['config_lines'] + result['unit_lines'])
+    assert result['health']['env'] == {'REDISCLI_AUTH': PASSWORD}
+    assert PASSWORD not in ' '.join(result['health']['argv'])
+
+
+@pytest.mark.parametrize('settings, message', [
+    ({'kv_store_bind': '0.0.0.0'},
+     'host s: kv_store_bind=0.0.0.0 exposes the store beyond loopback (RESP without TLS: pages and the password cross '
+     'the network in clear); use 127.0.0.1 for LMCache servers on this host, or set kv_store_allow_network=true when '
+     'other hosts must reach it over a trusted network'),
+    ({'kv_store_maxmemory_policy': 'noeviction'},
+     'host s: kv_store_maxmemory_policy=noeviction would let a full store refuse writes (LMCache sets no TTL); use '
+     'one of allkeys-lru, allkeys-lfu, allkeys-random'),
+    ({'kv_store_maxmemory_policy': 'volatile-lru'},
+     'host s: kv_store_maxmemory_policy=volatile-lru would let a full store refuse writes (LMCache sets no TTL); use '
+     'one of allkeys-lru, allkeys-lfu, allkeys-random'),
+    ({'kv_store_maxmemory_mb': 4},
+     'host s: kv_store_maxmemory_mb=4 is not an integer >= 16; use the MiB the store may hold, e.g. 1024'),
+    ({'kv_store_port': 70000}, 'host s: kv_store_port=70000 is not an integer >= 1 and <= 65535; use a TCP port such as '
+                               '6379'),
+    ({'kv_store_username': 'default'},
+     "host s: kv_store_username=default is the store's unauthenticated user, which the collection turns off; use "
+     'another name, e.g. lmcache'),
+    ({'kv_store_pools': ['a', 'a']}, 'host s: kv_store_pools=["a", "a"] is not a list of unique pool names; use e.g. '
+                                     '[default] (lower-case letters, digits, _ and -, up to 32 characters)'),
+    ({'kv_store_home': '/var/lib/../etc'}, 'host s: kv_store_home=/var/lib/../etc is not an absolute path; use a '
+                                           'path such as /var/lib/fleet-kv'),
+    ({'kv_store_pools': ['ok\nbad']}, None),
+])
+def test_bad_values_are_refused(settings, message):
+    errors = ks.plan_store('s', dict(GOOD, **settings), None)['errors']
+    assert errors, settings
+    if message:
+        assert message in errors
+
+
+@pytest.mark.parametrize('password', ['', 'zq9x', None, 12345678901234567890, 'has a space in it 123'])
+def test_a_bad_password_is_refused_without_its_value(password):
+    errors = ks.plan_store('s', {'kv_store_password': password}, None)['errors']
+    assert len(errors) == 1 and 'kv_store_password (value hidden)' in errors[0]
+    if password:
+        assert str(password) not in errors[0]
+
+
+def test_network_bind_with_the_opt_in():
+    result = ks.plan_store('s', dict(GOOD, kv_store_bind='10.1.2.3', kv_store_allow_network=True), None)
+    assert result['errors'] == []
+    assert result['endpoint'] == '10.1.2.3:6379'
+    assert result['health']['argv'][:3] == ['/usr/bin/valkey-cli', '-h', '10.1.2.3']
+
+
+def test_unit_is_hardened_and_parses_back():
+    lines = ks.plan_store('s', GOOD, ks.parse_apt_policy(BOOKWORM))['unit_lines']
+    for setting in ('ProtectSystem=strict', 'PrivateDevices=true', 'MemoryDenyWriteExecute=true',
+                    'CapabilityBoundingSet=', 'User=fleet-kv', 'Type=notify', 'ReadWritePaths=-/var/lib/fleet-kv-store'):
+        assert setting in lines
+    exec_start = [line for line in lines if line.startswith('ExecStart=')][0][len('ExecStart='):]
+    assert su.parse_exec(exec_start, {})[1] == ['/usr/bin/redis-server', '/etc/fleet-kv-store/fleet-kv-store.conf']
+
+
+@pytest.mark.skipif(not os.path.exists('/usr/bin/redis-server'), reason='redis-server is not installed here')
+def test_redis_accepts_the_configuration(tmp_path):
+    """The real redis-server reads the rendered configuration and ACL file (--test-memory is not used: a real start)."""
+    plan = ks.plan_store('s', dict(GOOD, kv_store_home=str(tmp_path), kv_store_config_dir=str(tmp_path),
+                                   kv_store_port=16379), ks.parse_apt_policy(BOOKWORM))
+    conf = tmp_path / 'fleet-kv-store.conf'
+    conf.write_text('\n'.join(line for line in plan['config_lines'] if line != 'supervised systemd') + '\n')
+    (tmp_path / 'users.acl').write_text('\n'.join(plan['acl_lines']) + '\n')
+    server = subprocess.Popen(['/usr/bin/redis-server', str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        env = dict(os.environ, **plan['health']['env'])
+        argv = [a if a != '/usr/bin/valkey-cli' else '/usr/bin/redis-cli' for a in plan['health']['argv']]
+        for attempt in range(50):
+            ping = subprocess.run(check=False, args=argv + ['PING'], env=env, capture_output=True, text=True)
+            if ping.stdout.strip() == 'PONG':
+                break
+            subprocess.run(check=False, args=['sleep', '0.1'])
+        assert ping.stdout.strip() == 'PONG'
+        anonymous = subprocess.run(check=False, args=['/usr/bin/redis-cli', '-p', '16379', 'PING'], capture_output=True, text=True)
+        assert 'NOAUTH' in anonymous.stdout + anonymous.stderr
+        denied = subprocess.run(check=False, args=argv + ['FLUSHALL'], env=env, capture_output=True, text=True)
+        assert 'NOPERM' in denied.stdout + denied.stderr
+        info = subprocess.run(check=False, args=argv + ['CONFIG', 'GET', 'maxmemory'], env=env, capture_output=True, text=True)
+        assert 'NOPERM' in info.stdout + info.stderr
+        memory = subprocess.run(check=False, args=argv + ['INFO', 'memory'], env=env, capture_output=True, text=True).stdout
+        assert 'maxmemory:1073741824' in memory and 'maxmemory_policy:allkeys-lru' in memory
+    finally:
+        server.terminate()
+        server.wait(10)
