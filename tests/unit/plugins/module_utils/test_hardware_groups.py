@@ -85,7 +85,7 @@ def test_confirmation_from_the_running_service():
     assert ok["outcome"] == "confirmed" and not ok["reprobe"] and not ok["stop_service"]
     bad = hg.confirm("a2", given, (560, "read from the running service's journal"))
     assert bad["outcome"] == "differs" and bad["reprobe"] and bad["stop_service"]
-    assert "host a2 (group G1, canary a1): the service logged N=560, the canary's N=544" in bad["message"]
+    assert "host a2 (group G1, canary a1): its service reports N=560, the canary's N=544" in bad["message"]
     unknown = hg.confirm("a2", given, (None, "the service has not logged the attention block size (yet)"))
     assert unknown["outcome"] == "unconfirmed" and "has not logged" in unknown["message"]
     own = hg.confirm("a1", dict(given, source="probe"), (None, "n/a"))
