@@ -126,8 +126,8 @@ def measure(venv, model_dir, work, timeout):
     out['cold_s'] = start(argv, env, home_a, venv, os.path.join(work, 'cold.log'), timeout)
     out['warm_restart_s'] = start(argv, env, home_a, venv, os.path.join(work, 'warm.log'), timeout)
     size, pack_s, unpack_s, dirs = seed(home_a, home_b, work)
-    ok, message = compile_cache.seed_decision('A', key, 'B', compile_cache.cache_key('bench', 'this machine', '',
-                                                                                        model_dir, argv, env))
+    key_b = compile_cache.cache_key('bench', 'this machine', '', model_dir, argv, env)
+    ok, message = compile_cache.seed_decision('A', key, 'B', key_b)
     out.update(cache_bytes=size, pack_s=pack_s, unpack_s=unpack_s, cache_dirs=dirs, seed_allowed=ok, seed_message=message)
     out['seeded_first_s'] = start(argv, env, home_b, venv, os.path.join(work, 'seeded.log'), timeout)
     out['seeded_over_warm'] = out['seeded_first_s'] / out['warm_restart_s']
@@ -148,7 +148,7 @@ def markdown(stamp, r):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('--venv', default=DEFAULT_VENV)
     parser.add_argument('--model', default=os.path.join(REPO, 'tests', 'fixtures', 'models', 'qwen35-tiny'))
     parser.add_argument('--timeout', type=int, default=900)

@@ -72,8 +72,8 @@ def test_a_host_with_its_own_n_is_the_canary_and_keeps_it_nothing_is_probed(runn
     # without any probe; b-1 has its own N too and keeps it although it differs from nobody's
     results = {'a-1': probe_result('GPU-a'), 'a-2': probe_result('GPU-b'), 'a-3': probe_result('GPU-c')}
     got, output = run(runner, results, {}, own_n={'a-2': 544}, canary_m={'a-2': 604})
-    assert [(h, got[h]['canary'], got[h]['n']) for h in sorted(got)] == [('a-1', 'a-2', 544), ('a-2', 'a-2', 544),
-                                                                          ('a-3', 'a-2', 544)]
+    expected = [('a-1', 'a-2', 544), ('a-2', 'a-2', 544), ('a-3', 'a-2', 544)]
+    assert [(h, got[h]['canary'], got[h]['n']) for h in sorted(got)] == expected
     assert got['a-2']['probe']['source'] == 'cache'
     assert got['a-1']['probe']['source'] == 'group' and got['a-3']['probe']['source'] == 'group'
     # the Mamba cache blocks vLLM reported on the canary go with its N (same inputs of M)
