@@ -15,7 +15,8 @@ For each fleet size, on this machine:
   3. no-op re-run: the same command again, timed; the benchmark checks that it changed nothing
      (PLAY RECAP), launched no vLLM (every host's probe cache entry and vLLM InvocationID are
      the ones of the first deploy);
-  4. the probes' time intervals, read back from each host's probe cache (probed_at and
+  4. the probe groups (the lines "probe group G<n>" of the first deploy) and the probes that launched vLLM,
+     and the probes' time intervals, read back from each host's probe cache (probed_at and
      probe_elapsed_s), show whether they ran in parallel: "overlap" is the largest number of
      probes running at the same moment and "parallelism" the sum of the probe durations over
      the time from the first probe's start to the last probe's end;
@@ -66,14 +67,16 @@ def host_names(count):
     return ["%s%02d" % (PREFIX, i + 1) for i in range(count)]
 
 
-def write_inventory(directory, hosts):
-    """An inventory like inventories/sandbox with only hybrid hosts, sharing its group_vars."""
+def write_inventory(directory, hosts, groups=1):
+    """An inventory like inventories/sandbox with only hybrid hosts, sharing its group_vars; with groups=2 the
+    second half of the hosts sets vllm_server_block_size 32 (another input of N: a second probe group)."""
     os.makedirs(directory)
     os.symlink(os.path.join(REPO, "inventories", "sandbox", "group_vars"), os.path.join(directory, "group_vars"))
     lines = ["---", "all:", "  vars:", "    ansible_connection: containers.podman.podman",
              "    ansible_python_interpreter: /usr/bin/python3", "  children:", "    vllm_hosts:",
              "      children:", "        fleet_cpu_hybrid:", "          hosts:"]
-    lines += ["            %s:" % h for h in hosts]
+    second = set(hosts[len(hosts) - len(hosts) // 2:]) if groups == 2 else set()
+    lines += ["            %s:%s" % (h, " {vllm_server_block_size: 32}" if h in second else "") for h in hosts]
     with open(os.path.join(directory, "hosts.yml"), "w") as f:
         f.write("\n".join(lines) + "\n")
     return directory
@@ -201,9 +204,9 @@ def remove_hosts(hosts):
     podman("network", "rm", "--force", NETWORK)
 
 
-def bench_size(count, work, forks):
+def bench_size(count, work, forks, groups=1, deploy_args=()):
     hosts = host_names(count)
-    inv = write_inventory(os.path.join(work, "inventory-%d" % count), hosts)
+    inv = write_inventory(os.path.join(work, "inventory-%d-%d" % (count, groups)), hosts, groups)
     extra = os.path.join(work, "bench-vars.json")
     with open(extra, "w") as f:
         json.dump(BENCH_VARS, f)
@@ -212,18 +215,20 @@ def bench_size(count, work, forks):
     up_wall, rc, out, dummy, dummy = run_playbook(
         ["playbooks/sandbox_up.yml", "-e", "fleet_sandbox_inventory=%s" % inv, "-e", "fleet_sandbox_network=%s" % NETWORK],
         os.path.join(logs, "up-%d.log" % count))
-    row = {"hosts": count, "forks": forks, "up_s": round(up_wall, 1), "load_before": os.getloadavg()[0]}
+    row = {"hosts": count, "forks": forks, "up_s": round(up_wall, 1), "load_before": os.getloadavg()[0],
+           "input_groups": groups, "deploy_args": list(deploy_args)}
     if rc != 0:
         row.update(ok=False, what="sandbox_up failed: %s" % out[-800:])
         return row
-    deploy = ["-i", inv, "playbooks/deploy.yml", "--forks", str(forks), "-e", "@%s" % extra]
+    deploy = ["-i", inv, "playbooks/deploy.yml", "--forks", str(forks), "-e", "@%s" % extra] + list(deploy_args)
     wall1, rc1, out1, peak1, cpu1 = run_playbook(deploy, os.path.join(logs, "deploy-%d-first.log" % count))
     first = {h: host_state(h) for h in hosts}
     cores = os.cpu_count()
     row.update(first_s=round(wall1, 1), first_rc=rc1, peak_used_gib=round(peak1 / float(GIB), 2),
                first_cpu_s=round(cpu1, 1), first_floor_s=round(cpu1 / cores, 1),
                first_controller_cpu_s_per_host=round(LAST_CONTROLLER_CPU_S[0] / count, 2),
-               first_changed=sum(r["changed"] for h, r in recap(out1).items() if h in hosts))
+               first_changed=sum(r["changed"] for h, r in recap(out1).items() if h in hosts),
+               probe_groups=len(set(re.findall(r"probe group (G\d+):", out1))))
     if rc1 != 0:
         row.update(ok=False, what="first deploy failed (exit %d), see %s" % (rc1, logs))
         return row
@@ -248,13 +253,13 @@ def bench_size(count, work, forks):
 
 
 def markdown(rows):
-    lines = ["| hosts | first deploy s | CPU floor s | no-op re-run s | CPU floor s | re-run / first "
+    lines = ["| hosts | probe groups | probes launched | first deploy s | CPU floor s | no-op re-run s | CPU floor s | re-run / first "
              "| changed on re-run | vLLM launched on re-run | probes at once | probe parallelism | mean probe s "
              "| peak used GiB | N | load | control node CPU s/host first / no-op |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |" % (
-            r["hosts"], fmt(r.get("first_s"), "%.1f"), fmt(r.get("first_floor_s"), "%.1f"),
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |" % (
+            r["hosts"], fmt(r.get("probe_groups")), fmt(r.get("probes")), fmt(r.get("first_s"), "%.1f"), fmt(r.get("first_floor_s"), "%.1f"),
             fmt(r.get("rerun_s"), "%.1f"), fmt(r.get("rerun_floor_s"), "%.1f"),
             fmt(r.get("rerun_over_first"), "%.2f"), fmt(r.get("rerun_changed")),
             "-" if "rerun_hosts_relaunched" not in r else (len(r["rerun_hosts_relaunched"]) or "none"),
@@ -306,6 +311,10 @@ def main():
     ap.add_argument("--forks", type=int, default=None, help="ansible forks (default max(5, hosts))")
     ap.add_argument("--venv", default=DEFAULT_VENV, help="a venv with Pillow, for the plot")
     ap.add_argument("--keep", action="store_true", help="leave the hosts of the largest fleet running")
+    ap.add_argument("--groups", type=int, choices=(1, 2), default=1,
+                    help="2: the second half of the hosts sets vllm_server_block_size 32 (two probe groups)")
+    ap.add_argument("--deploy-args", default="",
+                    help="added to deploy.yml's command line, e.g. '--tags check' (install and probe, no service)")
     ap.add_argument("--out", default=os.path.join(REPO, "benchmarks", "results"))
     ap.add_argument("--plot", nargs=2, metavar=("JSON", "PNG"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -322,7 +331,7 @@ def main():
     try:
         for count in sizes:
             forks = args.forks or max(5, count)
-            row = bench_size(count, work, forks)
+            row = bench_size(count, work, forks, args.groups, args.deploy_args.split())
             rows.append(row)
             print("%d host(s): %s" % (count, json.dumps(row)), file=sys.stderr)
             if not (args.keep and count == sizes[-1]):

@@ -17,8 +17,7 @@ def compile_cache_key(plan, probe_inputs):
         raise AnsibleFilterError('compile_cache_key expects the host plan and the probe inputs (block_size_probe RV inputs)')
     vllm = plan.get('vllm') or {}
     hardware = probe_inputs.get('hardware') or {}
-    gpus = hardware.get('gpus') or []
-    architecture = ','.join(sorted({str(g.get('architecture')) for g in gpus})) or hardware.get('cpu_model')
+    architecture = compile_cache.architecture(hardware)
     key = compile_cache.cache_key(probe_inputs.get('vllm_version'), architecture, hardware.get('driver_version'),
                                   probe_inputs.get('model'), vllm.get('argv'), vllm.get('environment'))
     try:
@@ -42,9 +41,18 @@ def compile_cache_report(size_bytes, seconds, host, source_host):
     return compile_cache.transfer_report(host, source_host, size_bytes, seconds)
 
 
+def compile_cache_serial(first_count, later_count, serial='100%'):
+    """The rolling batches of a first start as the play keyword serial (compile_cache.start_serial)."""
+    try:
+        return compile_cache.start_serial(first_count, later_count, serial)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError('compile_cache_serial: fleet_serial must be a number or a percentage, got %r (%s)'
+                                 % (serial, exc)) from exc
+
+
 class FilterModule:
     """lmcache_vllm.fleet warm first start filters."""
 
     def filters(self):
         return {'compile_cache_key': compile_cache_key, 'compile_cache_seed': compile_cache_seed,
-                'compile_cache_report': compile_cache_report}
+                'compile_cache_report': compile_cache_report, 'compile_cache_serial': compile_cache_serial}

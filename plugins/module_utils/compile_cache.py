@@ -23,6 +23,12 @@ Pure logic:
 ``seed_decision(source_host, source_key, target_host, target_key)``
     ``(True, sentence)`` or ``(False, sentence naming each part of the key that differs)``.
 ``tarball_name(key)`` / ``transfer_report(host, source_host, size_bytes, seconds)``
+``architecture(hardware)``
+    The key's architecture from the probe's hardware identity: the GPUs' architectures, or on a CPU host
+    the machine, the CPU model and its ISA flags (the CPU kernels are compiled for them).
+``start_batches(groups, batch_size)`` / ``start_serial(first_count, later_count, serial)``
+    The first start's batches: every group's first host alone, then the others; ``start_serial`` gives
+    them as the play keyword ``serial`` of a play whose hosts list the groups' first hosts first.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -107,6 +113,18 @@ def cache_key(vllm_version, gpu_architecture, driver_version, model, argv, env=N
     }
 
 
+def architecture(hardware):
+    """The architecture part of the key from ``hardware.hardware_identity`` (a dict, or None)."""
+    hardware = hardware if isinstance(hardware, dict) else {}
+    gpus = hardware.get("gpus") or []
+    if gpus:
+        return ",".join(sorted(set(str(g.get("architecture") or g.get("compute_cap")) for g in gpus)))
+    if not hardware:
+        return ""
+    return "%s %s [%s]" % (hardware.get("machine") or "", hardware.get("cpu_model") or "",
+                           " ".join(sorted(str(flag) for flag in hardware.get("isa") or [])))
+
+
 def key_hash(key):
     return sha256_bytes(canonical_json(key).encode("utf-8"))
 
@@ -158,7 +176,10 @@ def seed_decision(source_host, source_key, target_host, target_key):
 
 
 def transfer_report(host, source_host, size_bytes, seconds):
-    """What the deploy summary says about a copy."""
+    """What the deploy summary says about a copy (``host == source_host``: the pack on the first host)."""
+    if host == source_host:
+        return ("host %s: compile caches packed and fetched to the control node, %.1f MiB in %.1f s"
+                % (host, (size_bytes or 0) / 1048576.0, seconds or 0.0))
     return ("host %s: compile caches of %s, %.1f MiB in %.1f s through the control node"
             % (host, source_host, (size_bytes or 0) / 1048576.0, seconds or 0.0))
 
@@ -175,3 +196,26 @@ def start_batches(groups, batch_size=None):
     size = batch_size or len(rest) or 1
     batches.extend(rest[i:i + size] for i in range(0, len(rest), size))
     return batches
+
+
+def _serial_size(serial, total):
+    """Ansible's size of one batch: a number, or a percentage of the play's hosts (at least 1)."""
+    text = str(serial).strip()
+    if text.endswith("%"):
+        return max(1, int(float(text[:-1]) * total / 100.0))
+    return int(text) if int(text) > 0 else total
+
+
+def start_serial(first_count, later_count, serial="100%"):
+    """The play keyword ``serial`` (a list) of a rollout whose hosts list every group's first host first.
+
+    The first batches hold only first hosts (at most ``serial`` each), then the others go in batches of
+    ``serial``: no host starts in the batch of its group's first host. ``serial`` is a number or a
+    percentage of all hosts."""
+    total = max(1, int(first_count) + int(later_count))
+    size = max(1, _serial_size(serial, total))
+    first = int(first_count)
+    if first <= 0 or int(later_count) <= 0:
+        return [size]
+    batches = [size] * (first // size) + ([first % size] if first % size else [])
+    return batches + [size]

@@ -139,10 +139,10 @@ def confirm(host, assigned, read_back):
         return {"outcome": "confirmed", "reprobe": False, "stop_service": False,
                 "message": "%s: the service confirms the canary's N=%s" % (label, given)}
     return {"outcome": "differs", "reprobe": True, "stop_service": True,
-            "message": ("%s: the service logged N=%s, the canary's N=%s; its new units are rolled back (not left "
-                        "running with flags made for another N); its hardware or inputs differ from the canary's in a "
-                        "way the fingerprint does not see: deploy it with its own probe (--limit %s -e "
-                        "fleet_probe_per_group=false)" % (label, n_read, given, host))}
+            "message": ("%s: its service reports N=%s, the canary's N=%s; its new service is stopped and its previous "
+                        "units are put back (never left running with flags made for another N); its hardware or inputs "
+                        "differ from the canary's in a way the fingerprint does not see: it is probed on its own, and "
+                        "the next deploy (--limit %s) plans it with its own N" % (label, n_read, given, host))}
 
 
 def read_back_journal(run, read_journal, service_name, fingerprint_file, service_fingerprint, **options):

@@ -24,6 +24,8 @@ import json
 import posixpath
 import re
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import compile_cache
+
 MANIFEST_PATH = '/etc/lmcache-vllm-fleet/manifest.json'
 MANIFEST_VERSION = 1
 COLLECTION = 'lmcache_vllm.fleet'
@@ -172,6 +174,11 @@ def candidates(lm, vl, backup_dir, probe_cache, manifest_path=MANIFEST_PATH):
         _entry('mamba_cache', vl['mamba_cache_path'], 'vllm_server_config_dir', vl['config_dir'], 'vllm_server'),
         _entry('hf_home', vl['hf_home'], 'vllm_server_hf_home', vl['hf_home'], 'vllm_server', user=vl['user']),
         _entry('cache', '%s/cache' % vl['home'], 'vllm_server_home', vl['home'], 'vllm_server', user=vl['user']),
+    ] + [
+        # The compile caches below HOME that the warm first start copies between hosts.
+        _entry('cache', posixpath.join(vl['home'], d), 'vllm_server_home', vl['home'], 'vllm_server', user=vl['user'])
+        for d in compile_cache.HOME_DIRS
+    ] + [
         _entry('backup_dir', backup_dir, 'fleet_backup_dir', backup_dir, 'deploy'),
         _entry('backup_parent', posixpath.dirname(backup_dir), 'fleet_backup_dir', backup_dir, 'deploy'),
         _entry('probe_cache', probe_cache, 'fleet_probe_cache_path', probe_cache, 'vllm_server'),

@@ -31,11 +31,12 @@ def probe_result(uuid, tp=1):
             'service_fingerprint': service_fingerprint(inputs)}
 
 
-def run(runner, results, canary_n):
+def run(runner, results, canary_n, own_n=None, canary_m=None):
     hosts = {host: {'vllm_server_model': 'Qwen/Qwen3.5-0.8B'} for host in results}
     inventory = runner.write_inventory(hosts)
     extra = runner.workdir / 'extra.json'
-    extra.write_text(json.dumps({'test_probe_results': results, 'test_canary_n': canary_n}))
+    extra.write_text(json.dumps({'test_probe_results': results, 'test_canary_n': canary_n, 'test_own_n': own_n or {},
+                                 'test_canary_m': canary_m or {}}))
     code, output = runner.run(PLAYBOOK, inventory, '-e', '@%s' % extra)
     assert code == 0, output[-6000:]
     assert_no_contact(output)
@@ -64,3 +65,24 @@ def test_a_canary_without_n_leaves_its_group_to_probe_on_their_own(runner):
     results = {'a-1': probe_result('GPU-a'), 'a-2': probe_result('GPU-b')}
     got, _output = run(runner, results, {'a-1': None})
     assert got['a-2']['n'] is None and got['a-2']['probe'] is None
+
+
+def test_a_host_with_its_own_n_is_the_canary_and_keeps_it_nothing_is_probed(runner):
+    # a-2 already has N (its cache or its running service): it becomes the canary, a-1 and a-3 take its N
+    # without any probe; b-1 has its own N too and keeps it although it differs from nobody's
+    results = {'a-1': probe_result('GPU-a'), 'a-2': probe_result('GPU-b'), 'a-3': probe_result('GPU-c')}
+    got, output = run(runner, results, {}, own_n={'a-2': 544}, canary_m={'a-2': 604})
+    expected = [('a-1', 'a-2', 544), ('a-2', 'a-2', 544), ('a-3', 'a-2', 544)]
+    assert [(h, got[h]['canary'], got[h]['n']) for h in sorted(got)] == expected
+    assert got['a-2']['probe']['source'] == 'cache'
+    assert got['a-1']['probe']['source'] == 'group' and got['a-3']['probe']['source'] == 'group'
+    # the Mamba cache blocks vLLM reported on the canary go with its N (same inputs of M)
+    assert got['a-1']['m'] == {'mamba_cache_blocks': 604, 'source': 'refusal', 'group': 'G1', 'canary': 'a-2'}
+    assert 'probe group G1: 3 host(s), probed on a-2, taken by a-1, a-3' in output
+
+
+def test_a_host_with_its_own_n_keeps_it_inside_a_group(runner):
+    results = {'a-1': probe_result('GPU-a'), 'a-2': probe_result('GPU-b')}
+    got, _output = run(runner, results, {}, own_n={'a-1': 544, 'a-2': 560})
+    assert (got['a-1']['n'], got['a-2']['n']) == (544, 560)
+    assert got['a-2']['probe']['source'] == 'cache' and got['a-2']['m'] is None

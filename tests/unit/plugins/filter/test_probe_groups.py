@@ -55,7 +55,7 @@ def test_confirmation_from_the_read_back_probe_result():
     journal = {"vllm_block_size": 544, "source": "journal", "reason": "N=544 (read from the running service's journal)"}
     assert probe_group_confirm(GIVEN, "a-2", journal)["outcome"] == "confirmed"
     other = probe_group_confirm(GIVEN, "a-2", dict(journal, vllm_block_size=560))
-    assert other["outcome"] == "differs" and other["stop_service"] and "logged N=560, the canary's N=544" in other["message"]
+    assert other["outcome"] == "differs" and other["stop_service"] and "reports N=560, the canary's N=544" in other["message"]
     skipped = {"skipped": True, "outcome": "skipped", "reason": "journal of vllm not used: the service has not logged it"}
     unconfirmed = probe_group_confirm(GIVEN, "a-2", skipped)
     assert unconfirmed["outcome"] == "unconfirmed" and "has not logged it" in unconfirmed["message"]

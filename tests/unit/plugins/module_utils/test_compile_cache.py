@@ -96,3 +96,28 @@ def test_the_filter_key_of_two_hosts_with_other_homes_and_ports_is_equal():
     assert filters["compile_cache_seed"](two, "b", one, "a")["allowed"] is True
     other = filters["compile_cache_key"](plan_host("c", {"vllm_server_model": "m/x"}), dict(inputs, vllm_version="0.33.0"))
     assert filters["compile_cache_seed"](other, "c", one, "a")["allowed"] is False
+
+
+def test_the_pack_on_the_first_host_is_reported_too():
+    assert cc.transfer_report("a", "a", 3 * 1048576, 2.25) == (
+        "host a: compile caches packed and fetched to the control node, 3.0 MiB in 2.2 s")
+
+
+def test_the_rollout_serial_keeps_each_groups_first_host_out_of_the_others_batches():
+    # every first host before the others, at most fleet_serial per batch
+    assert cc.start_serial(2, 8, "100%") == [2, 10]
+    assert cc.start_serial(2, 8, "30%") == [2, 3]
+    assert cc.start_serial(3, 3, 2) == [2, 1, 2]
+    assert cc.start_serial(4, 1, "1") == [1, 1, 1, 1, 1]
+    # nothing to seed: the user's batches as they are
+    assert cc.start_serial(3, 0, 2) == [2]
+    assert cc.start_serial(0, 4, "50%") == [2]
+
+
+def test_the_cpu_architecture_names_the_isa_the_kernels_are_compiled_for():
+    cpu = {"kind": "cpu", "machine": "x86_64", "cpu_model": "AMD EPYC", "isa": ["avx512f", "avx2"]}
+    assert cc.architecture(cpu) == "x86_64 AMD EPYC [avx2 avx512f]"
+    assert cc.architecture(dict(cpu, isa=["avx2"])) != cc.architecture(cpu)
+    gpus = {"kind": "cuda", "gpus": [{"architecture": "sm90"}, {"architecture": "sm90"}], "driver_version": "580"}
+    assert cc.architecture(gpus) == "sm90"
+    assert cc.architecture(None) == ""

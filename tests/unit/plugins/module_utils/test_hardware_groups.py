@@ -85,7 +85,7 @@ def test_confirmation_from_the_running_service():
     assert ok["outcome"] == "confirmed" and not ok["reprobe"] and not ok["stop_service"]
     bad = hg.confirm("a2", given, (560, "read from the running service's journal"))
     assert bad["outcome"] == "differs" and bad["reprobe"] and bad["stop_service"]
-    assert "host a2 (group G1, canary a1): the service logged N=560, the canary's N=544" in bad["message"]
+    assert "host a2 (group G1, canary a1): its service reports N=560, the canary's N=544" in bad["message"]
     unknown = hg.confirm("a2", given, (None, "the service has not logged the attention block size (yet)"))
     assert unknown["outcome"] == "unconfirmed" and "has not logged" in unknown["message"]
     own = hg.confirm("a1", dict(given, source="probe"), (None, "n/a"))
@@ -147,3 +147,23 @@ def test_the_journal_seam_says_why_it_has_no_n(tmp_path):
     assert n is None and "has not logged the attention block size" in reason
     n, reason = read_back(tmp_path, "", recorded="b" * 64)
     assert n is None and "was started with other inputs" in reason
+
+
+def test_every_input_of_n_of_the_one_table_separates_groups():
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import N_INPUTS
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import fingerprint_inputs
+    base = dict(model_id={"kind": "hub", "id": "m/x", "revision": "main"}, vllm_version="0.32.0",
+                hardware={"kind": "cpu", "machine": "x86_64", "cpu_model": "EPYC", "isa": ["avx2"]})
+    other = {"tensor_parallel_size": 2, "dtype": "bfloat16", "kv_cache_dtype": "fp8", "mamba_ssm_cache_dtype": "float32",
+             "mamba_cache_dtype": "float32", "block_size": 32, "speculative_config": {"method": "mtp", "num_speculative_tokens": 1}}
+    assert set(other) == set(item.name for item in N_INPUTS)
+    one = hg.group_key(fingerprint_inputs(**base))
+    for name, value in other.items():
+        assert hg.group_key(fingerprint_inputs(**dict(base, **{name: value}))) != one, name
+    # the CPU's ISA flags and the vLLM version separate groups too; the probe mode does not
+    cpu = dict(base["hardware"], isa=["avx2", "avx512f"])
+    with_isa, newer = dict(base), dict(base)
+    with_isa["hardware"], newer["vllm_version"] = cpu, "0.33.0"
+    assert hg.group_key(fingerprint_inputs(**with_isa)) != one
+    assert hg.group_key(fingerprint_inputs(**newer)) != one
+    assert hg.group_key(fingerprint_inputs(probe_mode="shrunk", **base)) == one

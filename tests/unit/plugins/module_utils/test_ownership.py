@@ -52,6 +52,9 @@ def test_the_plan_lists_everything_a_deploy_creates_once():
     assert by_kind['probe_cache'] == '/etc/ansible/facts.d/vllm_block_size.fact'
     # the configuration directory is the manifest's directory too: listed once
     assert '/etc/lmcache-vllm-fleet' in keys and 'user:vllm' in keys and 'group:lmcache' in keys
+    # the compile caches the warm first start copies: VLLM_CACHE_ROOT and the ones below HOME
+    caches = sorted(e['path'] for e in entries if e['kind'] == 'cache')
+    assert caches == ['/var/lib/vllm/.cache/flashinfer', '/var/lib/vllm/.triton/cache', '/var/lib/vllm/cache']
 
 
 @pytest.mark.parametrize('venv', ['/srv/vllm', '/opt/vllm/venv'])
