@@ -19,7 +19,7 @@ def compile_cache_key(plan, probe_inputs):
     hardware = probe_inputs.get('hardware') or {}
     architecture = compile_cache.architecture(hardware)
     key = compile_cache.cache_key(probe_inputs.get('vllm_version'), architecture, hardware.get('driver_version'),
-                                  probe_inputs.get('model'), vllm.get('argv'), vllm.get('environment'))
+                                  probe_inputs.get('model'), vllm.get('argv'), vllm.get('environment'), vllm.get('home'))
     try:
         relative = compile_cache.home_relative_dirs(vllm.get('home'), (vllm.get('environment') or {}).get('VLLM_CACHE_ROOT'))
     except (TypeError, ValueError) as exc:
@@ -30,7 +30,7 @@ def compile_cache_key(plan, probe_inputs):
 
 def compile_cache_seed(target_key, target_host, source_key, source_host):
     """{'allowed': bool, 'message': sentence}: whether the source's caches may seed the target."""
-    strip = ('hash', 'tarball', 'home', 'relative_dirs', 'user', 'group')
+    strip = ('hash', 'tarball', 'relative_dirs', 'user', 'group')
     ok, message = compile_cache.seed_decision(
         source_host, dict((k, v) for k, v in source_key.items() if k not in strip),
         target_host, dict((k, v) for k, v in target_key.items() if k not in strip))

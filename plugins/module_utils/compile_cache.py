@@ -55,7 +55,9 @@ SERVING_ONLY_SWITCHES = frozenset((
     "--disable-fastapi-docs", "--enable-prompt-tokens-details",
 ))
 
-KEY_PARTS = ("vllm_version", "gpu_architecture", "driver_version", "model", "argv", "env")
+# "home": vLLM's compile hash covers VLLM_CONFIG_ROOT and VLLM_XLA_CACHE_PATH, which default from HOME, so a
+# seed unpacked under another HOME path is ignored and recompiled (measured on an H200, docs/gpu.md).
+KEY_PARTS = ("vllm_version", "gpu_architecture", "driver_version", "model", "argv", "env", "home")
 
 
 def cache_dirs(home, cache_root):
@@ -101,8 +103,8 @@ def graph_argv(argv):
     return out
 
 
-def cache_key(vllm_version, gpu_architecture, driver_version, model, argv, env=None):
-    """The key two hosts' compile caches must share (a dict)."""
+def cache_key(vllm_version, gpu_architecture, driver_version, model, argv, env=None, home=None):
+    """The key two hosts' compile caches must share (a dict); ``home`` is the unit's HOME path."""
     return {
         "vllm_version": str(vllm_version or ""),
         "gpu_architecture": str(gpu_architecture or ""),
@@ -110,6 +112,7 @@ def cache_key(vllm_version, gpu_architecture, driver_version, model, argv, env=N
         "model": model,
         "argv": graph_argv(argv),
         "env": relevant_env(env),
+        "home": str(home or ""),
     }
 
 
