@@ -84,7 +84,7 @@ def test_sigterm_of_the_module_kills_vllms_process_group(work, launcher):
 
 def test_sigkill_of_the_module_the_watchdog_kills_vllm(work):
     def watchdogs(sid):
-        return [c for _p, c in our_processes("parent, sid = int(sys.argv[1])") if c.rstrip().endswith(" %d" % sid)]
+        return [c for _p, c in our_processes("parent, sid = int(argv[1]), int(argv[2])") if c.rstrip().endswith(" %d" % sid)]
 
     proc = start_module(work, timeout=600)  # the default launcher: the engine launcher
     try:
