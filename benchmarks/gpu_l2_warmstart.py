@@ -5,7 +5,7 @@
 """LMCache's L2 on a real store, and vLLM's first start cold, warm and seeded, on one CUDA host.
 
     # on the control node: render the units of both models and the store (plan.yml, kv_pool, kv_store_config)
-    python benchmarks/gpu_l2_warmstart.py render --kit KIT --kv2 <checkout with kv_pool.py> \\
+    python benchmarks/gpu_l2_warmstart.py render --kit KIT --checkout <checkout> \\
         --venv /opt/torch/.venv
     # on the GPU host (vLLM 0.24.0 + LMCache 0.5.3 + valkey-glide-sync in --venv, redis-server in KIT/redis)
     python benchmarks/gpu_l2_warmstart.py run --kit KIT --results DIR
@@ -71,8 +71,8 @@ def log(*args):
 
 # ---------------------------------------------------------------- render (control node)
 
-def _kv2_values(kv2, n_inputs, derived, cfg, password, store_dir):
-    """Adapter JSON, key prefix and the store's files from the kv pool code of ``kv2`` (its own Python)."""
+def _pool_values(checkout, n_inputs, derived, cfg, password, store_dir):
+    """Adapter JSON, key prefix and the store's files from the kv pool code of ``checkout`` (its own Python)."""
     code = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
@@ -90,7 +90,7 @@ print(json.dumps({'inputs': inputs, 'key_prefix': prefix, 'adapter': kv_pool.ada
                   'config_lines': ks.config_lines(v, {'name': 'redis'}),
                   'acl_lines': ks.acl_lines(a['user'], a['password'])}))
 """
-    tree = os.path.join(os.path.abspath(kv2), ".cache", "collections")
+    tree = os.path.join(os.path.abspath(checkout), ".cache", "collections")
     payload = json.dumps({"n_inputs": n_inputs, "derived": derived, "cfg": cfg, "pool": POOL, "port": STORE_PORT,
                           "user": STORE_USER, "password": password, "store_dir": store_dir})
     out = subprocess.run([sys.executable, "-c", code, tree], input=payload, capture_output=True, text=True,
@@ -108,7 +108,7 @@ def render(args):
     out = {"models": {}, "store": None, "rendered": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "kv_code_sha256": {}}
     for name in ("kv_pool.py", "kv_store_config.py"):
-        with open(os.path.join(args.kv2, "plugins", "module_utils", name), "rb") as fh:
+        with open(os.path.join(args.checkout, "plugins", "module_utils", name), "rb") as fh:
             out["kv_code_sha256"][name] = hashlib.sha256(fh.read()).hexdigest()
     for name, spec in MODELS.items():
         with open(os.path.join(REPO, spec["host_vars"])) as fh:
@@ -134,7 +134,7 @@ def render(args):
                  "vllm": {k: vll[k] for k in ("argv", "env", "working_directory")}}
         if name == "qwen3.5-0.8b":
             cfg = dict(hv)
-            kv = _kv2_values(args.kv2, planned["n_inputs"], planned["derived"], cfg, password, "/var/lib/fleet-kv")
+            kv = _pool_values(args.checkout, planned["n_inputs"], planned["derived"], cfg, password, "/var/lib/fleet-kv")
             entry["l2"] = {k: kv[k] for k in ("inputs", "key_prefix", "adapter", "adapter_shown", "credentials_crossed")}
             out["store"] = {"user": STORE_USER, "password": password, "port": STORE_PORT, "dir": "/var/lib/fleet-kv",
                             "config_lines": kv["config_lines"], "acl_lines": kv["acl_lines"]}
@@ -600,7 +600,7 @@ def main(argv=None):
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("render", help="render the units and the store on the control node")
     r.add_argument("--kit", required=True)
-    r.add_argument("--kv2", default=REPO, help="checkout whose plugins hold kv_pool.py and kv_store_config.py")
+    r.add_argument("--checkout", default=REPO, help="checkout whose plugins hold kv_pool.py and kv_store_config.py")
     r.add_argument("--venv", default="/opt/torch/.venv")
     r.add_argument("--work", default="/tmp/fleet-gpu-l2-render")
     x = sub.add_parser("run", help="run on the GPU host")

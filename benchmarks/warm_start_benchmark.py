@@ -15,7 +15,7 @@ VLLM_CACHE_ROOT (``<HOME>/cache``, as the unit), timed from the process start to
      checking that both keys (``compile_cache.cache_key``) are equal.
 
 Usage (heavy: run it alone, as the machine's lock says):
-  . scripts/env.sh && flock /tmp/fleet-heavy.lock python benchmarks/warm_start_benchmark.py [--out benchmarks/results]
+  . scripts/env.sh && python benchmarks/warm_start_benchmark.py [--out benchmarks/results]
 Writes warm-start-<time>.json and .md to --out and prints the table.
 """
 
@@ -143,7 +143,7 @@ def markdown(stamp, r):
         '| %.1f | %.1f | %.1f | %.2f | %.2f | %.1f | %.1f | %.1f |' % (
             r['cold_s'], r['warm_restart_s'], r['seeded_first_s'], r['seeded_over_warm'], r['cold_over_warm'],
             r['cache_bytes'] / 1048576.0, r['pack_s'], r['unpack_s']), '',
-        'Copied: %s. Reproduce: `flock /tmp/fleet-heavy.lock python benchmarks/warm_start_benchmark.py`' % (
+        'Copied: %s. Reproduce: `python benchmarks/warm_start_benchmark.py`' % (
             ', '.join(r['cache_dirs']) or 'nothing (no compile cache)'), ''])
 
 

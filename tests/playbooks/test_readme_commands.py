@@ -31,6 +31,7 @@ NOT_RUN = {
     'make test': 'the whole test suite',
     'python3 benchmarks/probe_benchmark.py': 'a benchmark of minutes',
     'source scripts/env.sh && python benchmarks/fleet_benchmark.py': 'a benchmark of many minutes',
+    'source scripts/env.sh && python benchmarks/warm_start_benchmark.py': 'three vLLM starts, minutes',
 }
 
 # Commands that would contact a host: parsed only.
