@@ -26,6 +26,7 @@ The LMCache venv needs ``valkey-glide-sync`` (LMCache's valkey adapter imports `
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import secrets
@@ -120,6 +121,10 @@ class Run:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
+        # LMCache's L1 segment outlives a server that did not shut down cleanly; the units remove it in
+        # ExecStopPost=, here it goes with its server.
+        for leftover in glob.glob('/dev/shm/lmcache_kv_%d_*' % proc.pid):
+            os.unlink(leftover)
 
     def stop_all(self):
         for proc in reversed(self.procs):
