@@ -121,10 +121,12 @@ class Run:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
-        # LMCache's L1 segment outlives a server that did not shut down cleanly; the units remove it in
-        # ExecStopPost=, here it goes with its server.
-        for leftover in glob.glob('/dev/shm/lmcache_kv_%d_*' % proc.pid):
-            os.unlink(leftover)
+        # LMCache's L1 segment (/dev/shm/lmcache_kv_<pid>_<n>) outlives a server that did not shut down
+        # cleanly; the units remove it in ExecStopPost=, here the segments of servers no longer running go.
+        for leftover in glob.glob('/dev/shm/lmcache_kv_*_*'):
+            pid = os.path.basename(leftover).split('_')[2]
+            if pid.isdigit() and not os.path.exists('/proc/%s' % pid):
+                os.unlink(leftover)
 
     def stop_all(self):
         for proc in reversed(self.procs):
