@@ -95,8 +95,8 @@ def test_removal_deletes_the_stores_files_and_data_then_the_empty_directories_th
         ('user:fleet-kv', 'account'),
         ('group:fleet-kv', 'account'),
     ]
-    assert ('user:fleet-kv', 'account') not in [(own.key_of(e), how) for e, how in
-                                               own.removal(manifest, observed, remove_users=False)]
+    kept = own.removal(manifest, observed, remove_users=False)
+    assert ('user:fleet-kv', 'account') not in [(own.key_of(e), how) for e, how in kept]
 
 
 @pytest.mark.parametrize('settings, message', [
