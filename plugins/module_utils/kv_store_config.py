@@ -22,6 +22,7 @@ import os
 import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import as_bool, as_int, host_label, msg
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
 
@@ -36,6 +37,13 @@ SERVERS = {
               'cli': '/usr/bin/redis-cli', 'package_unit': 'redis-server.service'},
 }
 PREFERENCE = ('valkey', 'redis')
+# What the server packages themselves own (units, accounts, directories): the store's names and paths never
+# name them, since the package may install them after the role claims its own (and remove.yml would then
+# delete the package's).
+PACKAGE_UNITS = ('valkey-server', 'valkey', 'valkey-sentinel', 'redis-server', 'redis', 'redis-sentinel')
+PACKAGE_ACCOUNTS = ('valkey', 'redis')
+PACKAGE_DIRECTORIES = ('/etc/valkey', '/etc/redis', '/var/lib/valkey', '/var/lib/redis', '/var/log/valkey',
+                       '/var/log/redis', '/run/valkey', '/run/redis')
 # LMCache writes its pages without a TTL: volatile-* policies would never evict and noeviction
 # makes a full store refuse every write, so only the allkeys-* policies are accepted.
 EVICTION_POLICIES = ('allkeys-lru', 'allkeys-lfu', 'allkeys-random')
@@ -127,7 +135,7 @@ class _Checks:
     """Collects one store host's errors; each getter returns the clean value or None."""
 
     def __init__(self, host, cfg):
-        self.host, self.cfg, self.errors, self.warnings = host, cfg, [], []
+        self.host, self.cfg, self.errors, self.warnings, self.names_errors = host, cfg, [], [], []
 
     def error(self, name, value, problem, fix):
         text = msg(self.host, name, value, problem, fix)
@@ -209,13 +217,7 @@ def _values(c):
     if v['username'] == 'default':
         c.error('kv_store_username', 'default', 'is the store\'s unauthenticated user, which the collection turns off',
                 'use another name, e.g. lmcache')
-    for name in ('kv_store_service_name',):
-        v['service_name'] = c.text(name, SERVICE_NAME_RE, 'a unit name', 'use letters, digits and _.:-')
-    for name in ('kv_store_user', 'kv_store_group'):
-        v[name[len(PREFIX):]] = c.text(name, ACCOUNT_RE, 'a system account name', 'use lower-case letters, digits, '
-                                       '_ and - (e.g. fleet-kv)')
-    for name in ('kv_store_home', 'kv_store_config_dir'):
-        v[name[len(PREFIX):]] = c.text(name, SAFE_PATH_RE, 'an absolute path', 'use a path such as /var/lib/fleet-kv')
+    v.update(_names_and_paths(c))
     pools = cfg.get('kv_store_pools')
     if not isinstance(pools, list) or not pools or not all(isinstance(p, str) and POOL_RE.match(p) for p in pools) \
             or len(set(pools)) != len(pools):
@@ -224,6 +226,55 @@ def _values(c):
         pools = []
     v['pools'] = pools
     return v
+
+
+def _inside(path, directory):
+    return path == directory or path.startswith(directory.rstrip('/') + '/')
+
+
+def _names_and_paths(c):
+    """The unit name, the account and the paths (the ownership rules); their errors go to ``c.names_errors`` too."""
+    before, v = len(c.errors), {}
+    name = c.text('kv_store_service_name', SERVICE_NAME_RE, 'a unit name', 'use letters, digits and _.:-')
+    problem = ownership.unit_name_problem(name) if name else None
+    if name in PACKAGE_UNITS:
+        problem = ('is the unit of a server package (redis-server or valkey-server), which the role stops and '
+                   'disables when it installs the package', 'use a name of its own such as fleet-kv-store')
+    if problem:
+        c.error('kv_store_service_name', name, *problem)
+    v['service_name'] = None if problem else name
+    for key in ('kv_store_user', 'kv_store_group'):
+        value = c.text(key, ACCOUNT_RE, 'a system account name', 'use lower-case letters, digits, _ and - (e.g. fleet-kv)')
+        if value in PACKAGE_ACCOUNTS:
+            c.error(key, value, 'is the account of a server package', 'use an account of its own such as fleet-kv')
+            value = None
+        v[key[len(PREFIX):]] = value
+    for key in ('kv_store_home', 'kv_store_config_dir', 'kv_store_manifest_path'):
+        v[key[len(PREFIX):]] = _path(c, key)
+    home, conf = v['home'], v['config_dir']
+    if home and conf and (_inside(home, conf) or _inside(conf, home)):
+        c.error('kv_store_home', home, 'is, holds or lies inside kv_store_config_dir (%s)' % conf,
+                'use two separate directories such as /var/lib/fleet-kv-store and /etc/fleet-kv-store')
+        v['home'] = None
+    c.names_errors = c.errors[before:]
+    return v
+
+
+def _path(c, key):
+    if isinstance(c.cfg.get(key), str) and '..' in c.cfg[key].split('/'):
+        c.error(key, c.cfg[key], 'contains ..', 'use an absolute path without .. such as %s' % ownership.path_example(key))
+        return None
+    value = c.text(key, SAFE_PATH_RE, 'an absolute path of plain characters', 'use an absolute path of letters, '
+                   'digits and ._+@/- such as %s' % ownership.path_example(key))
+    problem = ownership.path_problem(value, ownership.path_example(key)) if value else None
+    for directory in PACKAGE_DIRECTORIES if value and not problem else ():
+        if _inside(value, directory) or _inside(directory, value):
+            problem = ('is or holds %s, a directory of a server package' % directory,
+                       'use a directory of its own such as %s' % ownership.path_example(key))
+    if problem:
+        c.error(key, value, *problem)
+        return None
+    return value
 
 
 def config_lines(v, server):
@@ -280,12 +331,16 @@ def plan_store(host, settings, candidates=None, defaults=None):
                 'source; Valkey is preferred where packaged, Redis otherwise')
     plan = {'host': host, 'errors': c.errors, 'warnings': c.warnings, 'values': v,
             'server': dict(SERVERS[name]) if name else None}
-    if v['service_name'] and v['config_dir']:
-        # The paths alone (remove.yml needs them even when another value is wrong).
-        conf_dir = v['config_dir'].rstrip('/')
+    plan['ownership_errors'] = c.names_errors
+    names = ('service_name', 'user', 'group', 'home', 'config_dir', 'manifest_path')
+    if not c.names_errors and all(v[key] for key in names):
+        # The paths and what the role creates (remove.yml needs them even when another value is wrong).
+        conf_dir = v['config_dir']
         plan.update({'config_path': '%s/%s.conf' % (conf_dir, v['service_name']),
                      'acl_path': '%s/users.acl' % conf_dir, 'marker_path': '%s/installed-by-collection' % conf_dir,
-                     'unit_path': '%s/%s.service' % (UNIT_DIR, v['service_name'])})
+                     'unit_path': '%s/%s.service' % (UNIT_DIR, v['service_name']),
+                     'manifest_path': v['manifest_path'], 'unit_marker': ownership.UNIT_MARKER})
+        plan['ownership'] = ownership.store_candidates(dict(plan, **v), v['manifest_path'])
     if c.errors or name is None:
         return plan
     server = plan['server']

@@ -41,7 +41,11 @@ PATH_EXAMPLES = dict(FLEET_PATHS, vllm_server_venv='/opt/vllm/venv', lmcache_ser
                      vllm_server_venvs_dir='/opt/vllm', lmcache_server_venvs_dir='/opt/lmcache',
                      vllm_server_home='/var/lib/vllm', lmcache_server_home='/var/lib/lmcache',
                      vllm_server_hf_home='/var/lib/vllm/huggingface', vllm_server_config_dir='/etc/lmcache-vllm-fleet',
-                     lmcache_server_config_dir='/etc/lmcache-vllm-fleet')
+                     lmcache_server_config_dir='/etc/lmcache-vllm-fleet',
+                     kv_store_home='/var/lib/fleet-kv-store', kv_store_config_dir='/etc/fleet-kv-store',
+                     kv_store_manifest_path='/etc/lmcache-vllm-fleet/kv-store-manifest.json')
+# Each role's default unit name, for the fix of a refused one.
+DEFAULT_UNITS = {'vllm_server': 'vllm', 'lmcache_server': 'lmcache-server', 'kv_store': 'fleet-kv-store'}
 
 # Every unit file the collection writes carries this line; a unit without it is not the collection's.
 UNIT_MARKER = '# lmcache_vllm.fleet: this unit belongs to the collection (remove.yml deletes it; do not copy this line)'
@@ -86,7 +90,7 @@ UNIT_TYPE_SUFFIXES = ('.service', '.socket', '.device', '.mount', '.automount', 
 # When remove.yml deletes an entry of each kind: always, only when empty (shared directories), or only
 # with fleet_remove_caches / fleet_remove_models (both for the vLLM home).
 REMOVE_WHEN = {
-    'unit': 'always', 'env': 'always', 'fingerprint': 'always', 'mamba_cache': 'always', 'venv': 'always',
+    'unit': 'always', 'env': 'always', 'file': 'always', 'data_dir': 'always', 'fingerprint': 'always', 'mamba_cache': 'always', 'venv': 'always',
     'backup_dir': 'always',
     'venvs_dir': 'empty', 'config_dir': 'empty', 'backup_parent': 'empty', 'manifest_dir': 'empty',
     'probe_cache': 'caches', 'cache': 'caches', 'lmcache_home': 'caches', 'hf_home': 'models',
@@ -94,8 +98,8 @@ REMOVE_WHEN = {
 }
 # Deletion order: files, then trees, then directories that go only when empty (deepest first), then the
 # users before their groups (groupdel refuses a user's primary group).
-_ORDER = ('unit', 'env', 'fingerprint', 'mamba_cache', 'probe_cache', 'backup_dir', 'venv', 'cache', 'hf_home', 'lmcache_home',
-          'home', 'venvs_dir', 'config_dir', 'backup_parent', 'manifest_dir', 'user', 'group')
+_ORDER = ('unit', 'env', 'file', 'fingerprint', 'mamba_cache', 'probe_cache', 'backup_dir', 'venv', 'cache', 'hf_home',
+          'lmcache_home', 'data_dir', 'home', 'venvs_dir', 'config_dir', 'backup_parent', 'manifest_dir', 'user', 'group')
 
 
 # --------------------------------------------------------------------------- rules of names and paths
@@ -192,6 +196,31 @@ def candidates(lm, vl, backup_dir, probe_cache, manifest_path=MANIFEST_PATH):
     return out
 
 
+def store_candidates(store, manifest_path):
+    """Every unit, file, directory, user and group the role ``kv_store`` creates on a store host.
+
+    ``store`` needs service_name, unit_path, config_path, acl_path, marker_path (the package-install marker),
+    config_dir, home, user and group; ``manifest_path`` is the store's own manifest (kv_store_manifest_path).
+    """
+    role, name, conf = 'kv_store', store['service_name'], store['config_dir']
+    found = [_entry('unit', store['unit_path'], 'kv_store_service_name', name, role, unit=name)]
+    found += [_entry('file', store[key], 'kv_store_config_dir', conf, role, unit=name)
+              for key in ('config_path', 'acl_path', 'marker_path')]
+    found += [
+        _entry('config_dir', conf, 'kv_store_config_dir', conf, role),
+        _entry('data_dir', store['home'], 'kv_store_home', store['home'], role, user=store['user']),
+        _entry('user', store['user'], 'kv_store_user', store['user'], role, home=store['home']),
+        _entry('group', store['group'], 'kv_store_group', store['group'], role, user=store['user']),
+        _entry('manifest_dir', posixpath.dirname(manifest_path), 'kv_store_manifest_path', manifest_path, role),
+    ]
+    seen, out = set(), []
+    for entry in found:
+        if key_of(entry) not in seen:
+            seen.add(key_of(entry))
+            out.append(entry)
+    return out
+
+
 def key_of(entry):
     """The manifest key of an entry: its path, or "user:<name>" / "group:<name>"."""
     if entry['kind'] in ('user', 'group'):
@@ -263,7 +292,7 @@ def _adoptable(entry, obs, context):
         return obs.get('type') == 'file' and (LEGACY_ENV_LINE % ('%s.service' % entry.get('unit'))) in head
     if kind == 'venv':  # a per-version venv the collection named; one given by path may be the operator's
         return obs.get('type') == 'dir' and bool(obs.get('venv_signature')) and entry['variable'].endswith('_venvs_dir')
-    if kind in ('home', 'lmcache_home', 'hf_home', 'cache'):
+    if kind in ('home', 'lmcache_home', 'hf_home', 'cache', 'data_dir'):
         return obs.get('type') == 'dir' and obs.get('owner') == entry.get('user') and \
             entry.get('user') in context.get('own_users', ())
     if not context.get('legacy_host'):
@@ -299,7 +328,7 @@ def classify(host, entry, obs, manifest, context):
         found = _unit_elsewhere(entry, obs)
         if found:
             return 'foreign', _sentence(host, entry, found, 'choose another name (the default is %s)' % (
-                'vllm' if entry['role'] == 'vllm_server' else 'lmcache-server'))
+                DEFAULT_UNITS.get(entry['role'], 'lmcache-server')))
     if not obs.get('exists'):
         return 'absent', None
     if obs.get('link'):
@@ -335,7 +364,7 @@ def _not_ours(host, entry, obs):
                                     % _where(entry), 'choose a directory of its own (the collection never chowns one)')
     if kind == 'venv' and entry['variable'].endswith('_venv') and _root_only_dir(obs) and obs.get('pyvenv_cfg'):
         return 'use', None  # the virtualenv the operator named: installed into, never removed
-    if kind in ('home', 'lmcache_home', 'hf_home', 'cache'):
+    if kind in ('home', 'lmcache_home', 'hf_home', 'cache', 'data_dir'):
         if obs.get('type') == 'dir' and obs.get('owner') == entry.get('user'):
             return 'use', None
         return 'foreign', _sentence(host, entry, '%sexists and belongs to %s (uid %s), not to the service user %s' % (

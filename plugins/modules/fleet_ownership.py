@@ -48,7 +48,7 @@ options:
     type: str
     default: ''
   entries:
-    description: What a deploy creates on the host (the host plan's C(ownership) list).
+    description: What a deploy creates on the host (the C(ownership) list of the host plan, or of the KV store plan).
     type: list
     elements: dict
     default: []
@@ -58,7 +58,7 @@ options:
     elements: str
     default: []
   manifest:
-    description: The manifest's path (C(fleet_manifest_path)).
+    description: The manifest's path (C(fleet_manifest_path); a KV store's C(kv_store_manifest_path)).
     type: path
     default: /etc/lmcache-vllm-fleet/manifest.json
   remove_caches:
@@ -321,7 +321,7 @@ def remove(module, host, entries, manifest, params):
     return removed, [line for line in left if line]
 
 
-_NAMED_WHEN_USED = ('user', 'venv', 'home', 'lmcache_home', 'hf_home', 'cache')
+_NAMED_WHEN_USED = ('user', 'venv', 'home', 'lmcache_home', 'hf_home', 'cache', 'data_dir')
 
 
 def _remove_all(module, plan):

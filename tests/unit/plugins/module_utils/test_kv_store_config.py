@@ -103,8 +103,8 @@ def test_the_acl_file_holds_only_the_hash():
      'another name, e.g. lmcache'),
     ({'kv_store_pools': ['a', 'a']}, 'host s: kv_store_pools=["a", "a"] is not a list of unique pool names; use e.g. '
                                      '[default] (lower-case letters, digits, _ and -, up to 32 characters)'),
-    ({'kv_store_home': '/var/lib/../etc'}, 'host s: kv_store_home=/var/lib/../etc is not an absolute path; use a '
-                                           'path such as /var/lib/fleet-kv'),
+    ({'kv_store_home': '/var/lib/../etc'}, 'host s: kv_store_home=/var/lib/../etc contains ..; use an absolute path '
+                                           'without .. such as /var/lib/fleet-kv-store'),
     ({'kv_store_pools': ['ok\nbad']}, None),
 ])
 def test_bad_values_are_refused(settings, message):
@@ -141,11 +141,13 @@ def test_unit_is_hardened_and_parses_back():
 @pytest.mark.skipif(not os.path.exists('/usr/bin/redis-server'), reason='redis-server is not installed here')
 def test_redis_accepts_the_configuration(tmp_path):
     """The real redis-server reads the rendered configuration and ACL file (--test-memory is not used: a real start)."""
-    plan = ks.plan_store('s', dict(GOOD, kv_store_home=str(tmp_path), kv_store_config_dir=str(tmp_path),
+    (tmp_path / 'data').mkdir()
+    (tmp_path / 'etc').mkdir()
+    plan = ks.plan_store('s', dict(GOOD, kv_store_home=str(tmp_path / 'data'), kv_store_config_dir=str(tmp_path / 'etc'),
                                    kv_store_port=16379), ks.parse_apt_policy(BOOKWORM))
-    conf = tmp_path / 'fleet-kv-store.conf'
+    conf = tmp_path / 'etc' / 'fleet-kv-store.conf'
     conf.write_text('\n'.join(line for line in plan['config_lines'] if line != 'supervised systemd') + '\n')
-    (tmp_path / 'users.acl').write_text('\n'.join(plan['acl_lines']) + '\n')
+    (tmp_path / 'etc' / 'users.acl').write_text('\n'.join(plan['acl_lines']) + '\n')
     server = subprocess.Popen(['/usr/bin/redis-server', str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         env = dict(os.environ, **plan['health']['env'])
