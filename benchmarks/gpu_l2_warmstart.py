@@ -47,9 +47,8 @@ import time
 from gpu_l2_kit import MODEL_ROOT, MODELS, REPO, log, render  # noqa: E402  pylint: disable=wrong-import-position
 
 
-
-
 # ---------------------------------------------------------------- run (GPU host)
+
 
 def stream_ttft(port, model, prompt, max_tokens=16, timeout=600):
     """One streamed completion at temperature 0: (TTFT s, total s, text, tokens, status)."""
