@@ -24,7 +24,7 @@ def compile_cache_key(plan, probe_inputs):
         relative = compile_cache.home_relative_dirs(vllm.get('home'), (vllm.get('environment') or {}).get('VLLM_CACHE_ROOT'))
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError('compile_cache_key: %s' % exc) from exc
-    return dict(key, hash=compile_cache.key_hash(key), tarball=compile_cache.tarball_name(key), home=vllm.get('home'),
+    return dict(key, hash=compile_cache.key_hash(key), tarball=compile_cache.tarball_name(key),
                 relative_dirs=relative, user=vllm.get('user'), group=vllm.get('group'))
 
 
