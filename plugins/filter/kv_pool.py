@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool, kv_store_status
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool, kv_store_config, kv_store_status
 
 
 def kv_pool_errors(plans):
@@ -45,8 +45,22 @@ def kv_store_status_line(row):
     return kv_store_status.status_line(row)
 
 
+def kv_store_cluster_create(plans):
+    """The cluster's create command (argv, env, the host that runs it, errors) from the store plans of the play."""
+    if not isinstance(plans, list):
+        raise AnsibleFilterError('kv_store_cluster_create expects a list of store plans (lookup '
+                                 'lmcache_vllm.fleet.kv_store_plan)')
+    return kv_store_config.cluster_create(plans)
+
+
+def kv_store_cluster_problem(text, nodes):
+    """Why a node's CLUSTER INFO does not show a formed cluster of ``nodes`` primaries, or ''."""
+    return kv_store_config.cluster_problem(text, nodes)
+
+
 class FilterModule(object):
 
     def filters(self):
         return {'kv_pool_errors': kv_pool_errors, 'kv_pool_line': kv_pool_line,
-                'kv_store_status_row': kv_store_status_row, 'kv_store_status_line': kv_store_status_line}
+                'kv_store_status_row': kv_store_status_row, 'kv_store_status_line': kv_store_status_line,
+                'kv_store_cluster_create': kv_store_cluster_create, 'kv_store_cluster_problem': kv_store_cluster_problem}

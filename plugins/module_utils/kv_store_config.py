@@ -47,8 +47,16 @@ PACKAGE_DIRECTORIES = ('/etc/valkey', '/etc/redis', '/var/lib/valkey', '/var/lib
 # LMCache writes its pages without a TTL: volatile-* policies would never evict and noeviction
 # makes a full store refuse every write, so only the allkeys-* policies are accepted.
 EVICTION_POLICIES = ('allkeys-lru', 'allkeys-lfu', 'allkeys-random')
-# What the LMCache user may do: everything on keys, nothing administrative, no flushes.
+# What the LMCache user may do: everything on keys, nothing administrative, no flushes. Its client reads the
+# cluster's layout (CLUSTER SLOTS / NODES / SHARDS, not @admin) but cannot change it.
 ACL_RULES = '~* &* +@all -@admin -flushall -flushdb'
+# The cluster's administrator (kv_store_cluster): what `<cli> --cluster create` sends (CLUSTER ADDSLOTSRANGE,
+# SET-CONFIG-EPOCH, MEET, NODES, INFO; INFO; PING) and nothing on keys or channels. Its password is used only on
+# the store hosts, never given to LMCache.
+ACL_ADMIN_RULES = 'resetkeys resetchannels -@all +cluster +info +ping'
+# CLUSTER INFO of a node that holds no slot: the cluster is still to be created.
+CLUSTER_UNFORMED = 'cluster_slots_assigned:0'
+CLUSTER_SLOTS = 16384
 MIN_MAXMEMORY_MB = 16
 CLUSTER_MIN_NODES = 3
 SERVICE_NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.:-]{0,200}$')
@@ -167,7 +175,7 @@ class _Checks:
 
 def _control_characters(c):
     for name, value in sorted(c.cfg.items()):
-        if not name.startswith(PREFIX) or name == 'kv_store_password':
+        if not name.startswith(PREFIX) or name.endswith('_password'):
             continue
         for text in value if isinstance(value, list) else [value]:
             if isinstance(text, str) and sq.has_control_character(text):
@@ -183,6 +191,26 @@ def _secret(c):
                         'kv_store_password: "{{ vault_kv_store_password }}"' % host_label(c.host))
         return None
     return password
+
+
+def _cluster_admin(c, v):
+    """The cluster's administrator (name, password): another user than LMCache's, with another password."""
+    name = c.text('kv_store_cluster_admin_username', ACL_USER_RE, 'an ACL user name',
+                  'use letters, digits and _.- (e.g. fleet-cluster-admin)')
+    if name is not None and name in ('default', v['username']):
+        c.error('kv_store_cluster_admin_username', name, 'is the default user or the LMCache user (kv_store_username)',
+                'use a name of its own, e.g. fleet-cluster-admin')
+        name = None
+    password = c.cfg.get('kv_store_cluster_admin_password')
+    if not isinstance(password, str) or len(password) < 16 or sq.has_control_character(password) \
+            or any(ch.isspace() for ch in password) or password == c.cfg.get('kv_store_password'):
+        c.errors.append('host %s: kv_store_cluster_admin_password (value hidden) is missing, not a string, shorter '
+                        'than 16 characters, holds spaces or control characters, or equals kv_store_password; '
+                        'kv_store_cluster needs a password of its own for the cluster\'s administrator, from a vault, '
+                        'e.g. kv_store_cluster_admin_password: "{{ vault_kv_store_cluster_admin_password }}"'
+                        % host_label(c.host))
+        password = None
+    return {'admin_username': name, 'admin_password': password}
 
 
 def _exposure(c, bind):
@@ -217,6 +245,7 @@ def _values(c):
     if v['username'] == 'default':
         c.error('kv_store_username', 'default', 'is the store\'s unauthenticated user, which the collection turns off',
                 'use another name, e.g. lmcache')
+    v.update(_cluster_admin(c, v) if v['cluster'] else {'admin_username': None})
     v.update(_names_and_paths(c))
     pools = cfg.get('kv_store_pools')
     if not isinstance(pools, list) or not pools or not all(isinstance(p, str) and POOL_RE.match(p) for p in pools) \
@@ -294,9 +323,60 @@ def config_lines(v, server):
     return lines
 
 
-def acl_lines(username, password):
-    """The ACL file: the unauthenticated default user off, the LMCache user with the password's hash."""
-    return ['user default off', 'user %s on %s %s' % (username, password_hash(password), ACL_RULES)]
+def acl_lines(username, password, admin=None):
+    """The ACL file: the unauthenticated default user off, the LMCache user with the password's hash and, for a
+    cluster, ``admin`` (its administrator's (name, password)) with only the cluster's commands."""
+    lines = ['user default off', 'user %s on %s %s' % (username, password_hash(password), ACL_RULES)]
+    if admin:
+        lines.append('user %s on %s %s' % (admin[0], password_hash(admin[1]), ACL_ADMIN_RULES))
+    return lines
+
+
+def cluster_step(server, v, admin_password):
+    """The cluster part of a store's plan: its administrator's CLI (argv, env) and ``CLUSTER INFO`` with it."""
+    argv = [server['cli'], '--user', v['admin_username'], '--no-auth-warning']
+    env = {'REDISCLI_AUTH': admin_password}
+    address = rules.url_host(v['bind']).strip('[]')
+    return {'admin_argv': argv, 'env': env, 'unformed': CLUSTER_UNFORMED,
+            'info': {'argv': argv[:1] + ['-h', address, '-p', str(v['port'])] + argv[1:] + ['CLUSTER', 'INFO'],
+                     'env': env}}
+
+
+def cluster_create(plans):
+    """``<cli> --cluster create`` of the stores among ``plans`` (store plans) with ``kv_store_cluster``.
+
+    Returns ``{'host', 'nodes', 'argv', 'env', 'errors'}``: the first such store runs ``argv`` (with ``env``,
+    the administrator's password) against every node; ``errors`` when the stores disagree on the administrator.
+    """
+    stores = [p for p in plans or [] if isinstance(p, dict) and p.get('cluster') and not p.get('errors')]
+    if not stores:
+        return {'host': None, 'nodes': [], 'argv': [], 'env': {}, 'errors': []}
+    first = stores[0]
+    errors = ['host %s: kv_store_cluster_admin_username or kv_store_cluster_admin_password (value hidden) differs '
+              'from %s\'s; every store of one cluster needs the same' % (host_label(p['host']), first['host'])
+              for p in stores[1:] if (p['cluster']['admin_argv'], p['cluster']['env']) !=
+              (first['cluster']['admin_argv'], first['cluster']['env'])]
+    if len(stores) < CLUSTER_MIN_NODES:
+        errors.append('the play has %d store(s) with kv_store_cluster (%s); a cluster needs at least %d'
+                      % (len(stores), ', '.join(p['host'] for p in stores), CLUSTER_MIN_NODES))
+    nodes = [p['endpoint'] for p in stores]
+    return {'host': first['host'], 'nodes': nodes, 'env': first['cluster']['env'], 'errors': errors,
+            'argv': first['cluster']['admin_argv'] + ['--cluster', 'create'] + nodes + ['--cluster-yes']}
+
+
+def cluster_fields(text):
+    """``{field: value}`` of ``CLUSTER INFO``."""
+    return dict(line.strip().split(':', 1) for line in str(text or '').splitlines() if ':' in line)
+
+
+def cluster_problem(text, nodes):
+    """Why ``CLUSTER INFO`` (``text``) does not show a formed cluster of ``nodes`` primaries, or ''."""
+    fields = cluster_fields(text)
+    wanted = {'cluster_state': 'ok', 'cluster_slots_assigned': str(CLUSTER_SLOTS),
+              'cluster_known_nodes': str(nodes)}
+    wrong = ['%s:%s (not %s)' % (k, fields.get(k, '?'), want) for k, want in wanted.items() if fields.get(k) != want]
+    return ('the cluster is not formed: %s; a create that stopped half way leaves nodes that `CLUSTER RESET` as the '
+            'cluster\'s administrator returns to empty' % ', '.join(wrong)) if wrong else ''
 
 
 def unit_lines(v, server):
@@ -324,6 +404,7 @@ def plan_store(host, settings, candidates=None, defaults=None):
     _control_characters(c)
     password = _secret(c)
     v = _values(c)
+    admin_password = v.pop('admin_password', None)  # like the LMCache password: never in the plan's values
     _exposure(c, v['bind'])
     name, problem = choose_server(cfg.get('kv_store_server'), candidates)
     if problem:
@@ -346,12 +427,14 @@ def plan_store(host, settings, candidates=None, defaults=None):
     server = plan['server']
     plan.update({
         'config_lines': config_lines(v, server),
-        'acl_lines': acl_lines(v['username'], password),
+        'acl_lines': acl_lines(v['username'], password, (v['admin_username'], admin_password)
+                               if v['cluster'] else None),
         'unit_lines': unit_lines(v, server),
         'health': {'argv': [server['cli'], '-h', rules.url_host(v['bind']).strip('[]'), '-p', str(v['port']),
                             '--user', v['username'], '--no-auth-warning'],
                    'env': {'REDISCLI_AUTH': password}},
         'endpoint': '%s:%s' % store_endpoint(host, cfg, {}),
+        'cluster': cluster_step(server, v, admin_password) if v['cluster'] else None,
         'summary': {'host': host, 'server': server['name'], 'bind': v['bind'], 'port': v['port'],
                     'maxmemory_mb': v['maxmemory_mb'], 'policy': v['policy'], 'cluster': v['cluster'],
                     'pools': v['pools'], 'service': v['service_name']},
