@@ -23,14 +23,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
+import yaml
 
+from fleet_collection import collections_tree
 from fleet_real_probe_helpers import REPO, VENV as VLLM_VENV, skip_or_fail
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
@@ -43,6 +47,21 @@ ADMIN_PASSWORD = 'cluster-admin-test-password'
 CLIENT = os.path.join(REPO, 'tests', 'real', 'fleet_kv_cluster_client.py')
 FLEET_CACHE = os.environ.get('FLEET_CACHE', '/var/cache/lmcache-vllm-fleet')
 WHEELHOUSE = os.environ.get('WHEELHOUSE', os.path.join(FLEET_CACHE, 'wheelhouse'))
+PLAYBOOK = """---
+- name: Stores
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Plan the store host
+      ansible.builtin.set_fact:
+        __kv_store_plan: "{{ lookup('lmcache_vllm.fleet.kv_store_plan') }}"
+      no_log: true
+    - name: Form the cluster (the role's tasks)
+      ansible.builtin.include_role:
+        name: lmcache_vllm.fleet.kv_store
+        tasks_from: cluster
+"""
+RECAP_RE = re.compile(r'^(kv-\d+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)', re.M)
 INPUTS = {'model': 'fleet/cluster-test', 'block_size': 128, 'chunk_size': 256, 'tensor_parallel_size': 1}
 
 
@@ -74,14 +93,17 @@ def run(argv, env=None, timeout=30):
                           timeout=timeout, check=False)
 
 
+def settings(port, home, conf):
+    return {'kv_store_server': 'redis', 'kv_store_password': PASSWORD, 'kv_store_cluster': True,
+            'kv_store_cluster_admin_password': ADMIN_PASSWORD, 'kv_store_port': port, 'kv_store_home': home,
+            'kv_store_config_dir': conf, 'kv_store_maxmemory_mb': 64, 'kv_store_cluster_node_timeout_ms': 2000}
+
+
 def plan(index, port, base):
     home, conf = os.path.join(base, 'kv-%d' % index, 'data'), os.path.join(base, 'kv-%d' % index, 'etc')
     os.makedirs(home)
     os.makedirs(conf)
-    result = ks.plan_store('kv-%d' % index, {
-        'kv_store_password': PASSWORD, 'kv_store_cluster': True, 'kv_store_cluster_admin_password': ADMIN_PASSWORD,
-        'kv_store_port': port, 'kv_store_home': home, 'kv_store_config_dir': conf, 'kv_store_maxmemory_mb': 64,
-        'kv_store_cluster_node_timeout_ms': 2000}, {'redis-server': '5:7.0.15-1~deb12u7'})
+    result = ks.plan_store('kv-%d' % index, settings(port, home, conf), {'redis-server': '5:7.0.15-1~deb12u7'})
     assert result['errors'] == [] and result['server']['cli'] == CLI, result['errors']
     with open(result['config_path'], 'w') as handle:
         handle.write('\n'.join(line for line in result['config_lines'] if line != 'supervised systemd') + '\n')
@@ -137,15 +159,38 @@ def lmcache_cli(store, *args):
     return run(argv[:1] + ['-c'] + argv[1:] + list(args), store['health']['env'])
 
 
+def play(stores):
+    """The role's tasks/cluster.yml on the three stores (local connections, the same kv_store_* variables as the
+    plans); returns {host: (ok, changed, failed)} of the recap."""
+    base = os.path.dirname(os.path.dirname(os.path.dirname(stores[0]['config_path'])))
+    hosts = {}
+    for store in stores:
+        port = int(store['endpoint'].rsplit(':', 1)[1])
+        hosts[store['host']] = dict(settings(port, store['values']['home'], store['values']['config_dir']),
+                                    ansible_connection='local', ansible_python_interpreter=sys.executable)
+    inventory, playbook = os.path.join(base, 'hosts.yml'), os.path.join(base, 'cluster.yml')
+    with open(inventory, 'w') as handle:
+        handle.write(yaml.safe_dump({'all': {'hosts': hosts}}))
+    with open(playbook, 'w') as handle:
+        handle.write(PLAYBOOK)
+    env = {'ANSIBLE_COLLECTIONS_PATH': collections_tree(os.path.join(base, 'collections')), 'ANSIBLE_NOCOLOR': '1',
+           'ANSIBLE_RETRY_FILES_ENABLED': 'false', 'ANSIBLE_LOCAL_TEMP': os.path.join(base, 'ansible-tmp')}
+    executable = os.path.join(os.path.dirname(sys.executable), 'ansible-playbook')
+    result = run([executable if os.path.exists(executable) else 'ansible-playbook', '-i', inventory, playbook], env,
+                 timeout=300)
+    recap = {host: tuple(int(n) for n in (ok, changed, failed)) for host, ok, changed, _u, failed
+             in RECAP_RE.findall(result.stdout)}
+    assert result.returncode == 0 and len(recap) == 3, result.stdout[-4000:] + result.stderr[-2000:]
+    return recap
+
+
 @pytest.fixture(scope='module')
 def cluster(stores):
-    """The cluster formed by the plan's create step, run as the role runs it (only while no slot is assigned)."""
-    create = ks.cluster_create(stores)
-    assert create['errors'] == [] and create['host'] == 'kv-0'
-    assert create['nodes'] == [store['endpoint'] for store in stores]
+    """The cluster formed by the role's tasks/cluster.yml: the plan's create step (``kv_store_config.cluster_create``,
+    through the filter kv_store_cluster_create) runs on the first store only, while no slot is assigned."""
     assert all(store['cluster']['unformed'] in cluster_info(store) for store in stores)
-    result = run(create['argv'], create['env'], timeout=60)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    recap = play(stores)
+    assert [recap[store['host']][1] for store in stores] == [1, 0, 0], recap
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         problems = [ks.cluster_problem(cluster_info(store), 3) for store in stores]
@@ -173,8 +218,12 @@ def test_the_plans_create_step_forms_the_cluster_once(cluster):
                 fields['cluster_size']) == ('ok', '16384', '3', '3')
         # The role's guard: the create step is no longer due on any store.
         assert store['cluster']['unformed'] not in cluster_info(store)
-    # Run anyway, it is refused and changes nothing: the guard is what keeps a second run quiet.
+    # The role's second run: nothing changes, the cluster is checked as formed.
+    assert [changed for _ok, changed, _failed in play(cluster).values()] == [0, 0, 0]
+    # The plan's create command itself, run anyway, is refused and changes nothing: the guard keeps a run quiet.
     create = ks.cluster_create(cluster)
+    assert create['errors'] == [] and create['host'] == 'kv-0'
+    assert create['nodes'] == [store['endpoint'] for store in cluster]
     again = run(create['argv'], create['env'], timeout=60)
     assert again.returncode != 0 and 'is not empty' in again.stdout + again.stderr
     assert all(ks.cluster_problem(cluster_info(store), 3) == '' for store in cluster)

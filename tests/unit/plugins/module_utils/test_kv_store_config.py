@@ -68,7 +68,8 @@ def test_config_sizes_and_evicts_and_keeps_nothing_on_disk():
 
 
 def test_cluster_lines():
-    lines = ks.plan_store('s', dict(GOOD, kv_store_cluster=True), None)['config_lines']
+    lines = ks.plan_store('s', dict(GOOD, kv_store_cluster=True, kv_store_cluster_admin_password='c' * 20),
+                          None)['config_lines']
     assert 'cluster-enabled yes' in lines and 'cluster-config-file /var/lib/fleet-kv-store/nodes.conf' in lines
 
 
@@ -169,3 +170,98 @@ def test_redis_accepts_the_configuration(tmp_path):
     finally:
         server.terminate()
         server.wait(10)
+
+
+ADMIN_PASSWORD = 'cluster-admin-password-0123'
+CLUSTER = dict(GOOD, kv_store_cluster=True, kv_store_cluster_admin_password=ADMIN_PASSWORD)
+
+
+def cluster_plans(count=3, **settings):
+    return [ks.plan_store('kv-%d' % i, dict(CLUSTER, kv_store_port=7000 + i, **settings), ks.parse_apt_policy(BOOKWORM))
+            for i in range(count)]
+
+
+def test_a_cluster_has_an_administrator_of_its_own_in_the_acl_file():
+    plan = ks.plan_store('s', CLUSTER, None)
+    assert plan['errors'] == []
+    admin = 'user fleet-cluster-admin on %s resetkeys resetchannels -@all +cluster +info +ping' % ks.password_hash(
+        ADMIN_PASSWORD)
+    assert plan['acl_lines'][2] == admin and len(plan['acl_lines']) == 3
+    # LMCache's user keeps no @admin: it cannot create or change the cluster.
+    assert plan['acl_lines'][1].endswith(' -@admin -flushall -flushdb')
+    assert ADMIN_PASSWORD not in '\n'.join(plan['acl_lines'] + plan['config_lines'] + plan['unit_lines'])
+    assert ADMIN_PASSWORD not in repr(plan['values']) and ADMIN_PASSWORD not in repr(plan['summary'])
+    assert ADMIN_PASSWORD not in repr(plan['health'])
+    assert ks.plan_store('s', GOOD, None)['cluster'] is None
+    assert len(ks.plan_store('s', GOOD, None)['acl_lines']) == 2
+
+
+def test_the_cluster_step_is_the_administrators_cli():
+    plan = cluster_plans()[0]
+    assert plan['cluster']['admin_argv'] == ['/usr/bin/redis-cli', '--user', 'fleet-cluster-admin', '--no-auth-warning']
+    assert plan['cluster']['env'] == {'REDISCLI_AUTH': ADMIN_PASSWORD}
+    assert plan['cluster']['info']['argv'] == ['/usr/bin/redis-cli', '-h', '127.0.0.1', '-p', '7000', '--user',
+                                               'fleet-cluster-admin', '--no-auth-warning', 'CLUSTER', 'INFO']
+    assert plan['cluster']['unformed'] == 'cluster_slots_assigned:0'
+
+
+@pytest.mark.parametrize('settings', [
+    {'kv_store_cluster_admin_password': ''},
+    {'kv_store_cluster_admin_password': 'zq9x'},
+    {'kv_store_cluster_admin_password': PASSWORD},
+    {'kv_store_cluster_admin_password': 'has a space in it 0123'},
+    {'kv_store_cluster_admin_password': 'control\x07character-0123'},
+])
+def test_the_administrators_password_is_required_and_never_shown(settings):
+    errors = ks.plan_store('s', dict(CLUSTER, **settings), None)['errors']
+    assert len(errors) == 1 and 'kv_store_cluster_admin_password (value hidden)' in errors[0], errors
+    assert 'vault' in errors[0]
+    if settings['kv_store_cluster_admin_password']:
+        assert settings['kv_store_cluster_admin_password'] not in errors[0]
+
+
+@pytest.mark.parametrize('name', ['lmcache', 'default', 'bad name', None])
+def test_the_administrator_is_not_lmcaches_user(name):
+    errors = ks.plan_store('s', dict(CLUSTER, kv_store_cluster_admin_username=name), None)['errors']
+    assert len(errors) == 1 and errors[0].startswith('host s: kv_store_cluster_admin_username=')
+
+
+def test_without_cluster_the_administrator_is_not_asked_for():
+    assert ks.plan_store('s', dict(GOOD, kv_store_cluster_admin_username=None), None)['errors'] == []
+
+
+def test_cluster_create_runs_on_the_first_store_against_every_store():
+    plans = cluster_plans() + [ks.plan_store('single', GOOD, None)]
+    create = ks.cluster_create(plans)
+    assert create['host'] == 'kv-0' and create['errors'] == []
+    assert create['nodes'] == ['127.0.0.1:7000', '127.0.0.1:7001', '127.0.0.1:7002']
+    assert create['argv'] == ['/usr/bin/redis-cli', '--user', 'fleet-cluster-admin', '--no-auth-warning', '--cluster',
+                              'create', '127.0.0.1:7000', '127.0.0.1:7001', '127.0.0.1:7002', '--cluster-yes']
+    assert create['env'] == {'REDISCLI_AUTH': ADMIN_PASSWORD}
+    assert ADMIN_PASSWORD not in ' '.join(create['argv'])
+
+
+def test_cluster_create_refuses_stores_that_disagree():
+    plans = cluster_plans()
+    plans[2] = ks.plan_store('kv-2', dict(CLUSTER, kv_store_port=7002, kv_store_cluster_admin_password='x' * 20),
+                             ks.parse_apt_policy(BOOKWORM))
+    errors = ks.cluster_create(plans)['errors']
+    assert errors == ["host kv-2: kv_store_cluster_admin_username or kv_store_cluster_admin_password (value hidden) "
+                      "differs from kv-0's; every store of one cluster needs the same"]
+    assert ks.cluster_create(cluster_plans(2))['errors'] == [
+        'the play has 2 store(s) with kv_store_cluster (kv-0, kv-1); a cluster needs at least 3']
+    assert ks.cluster_create([ks.plan_store('single', GOOD, None)])['argv'] == []
+
+
+FORMED = 'cluster_state:ok\r\ncluster_slots_assigned:16384\r\ncluster_slots_ok:16384\r\ncluster_known_nodes:3\r\n'
+
+
+def test_cluster_problem_reads_cluster_info():
+    assert ks.cluster_problem(FORMED, 3) == ''
+    assert ks.cluster_fields(FORMED)['cluster_known_nodes'] == '3'
+    problem = ks.cluster_problem('cluster_state:fail\ncluster_slots_assigned:0\ncluster_known_nodes:1\n', 3)
+    assert problem.startswith('the cluster is not formed: cluster_state:fail (not ok), cluster_slots_assigned:0 (not '
+                              '16384), cluster_known_nodes:1 (not 3); ')
+    assert 'CLUSTER RESET' in problem
+    assert 'cluster_known_nodes:3 (not 4)' in ks.cluster_problem(FORMED, 4)
+    assert 'cluster_state:? (not ok)' in ks.cluster_problem('NOAUTH Authentication required.', 3)
