@@ -14,7 +14,9 @@ description:
     node.
   - The plan holds C(errors) (each naming the host, the variable and a valid value), C(server) (Valkey where
     packaged, Redis otherwise), C(config_lines), C(acl_lines) (the password only as its SHA-256), C(unit_lines),
-    C(health) (the PING command and, in C(health.env), the password) and C(summary); register it with C(no_log).
+    C(health) (the PING command and, in C(health.env), the password), C(cluster) (with C(kv_store_cluster), the
+    cluster administrator's CLI and C(CLUSTER INFO), its password in C(cluster.env); else null) and C(summary);
+    register it with C(no_log).
 options:
   _terms:
     description: Not used.
@@ -38,7 +40,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _raw:
-  description: One mapping, the store host's plan (keys host, errors, warnings, server, config_lines, acl_lines, unit_lines, health, summary).
+  description: One mapping, the store host's plan (keys host, errors, warnings, server, config_lines, acl_lines, unit_lines, health, cluster, summary).
   type: list
   elements: dict
 """

@@ -8,11 +8,15 @@ ones from the role's ``defaults/main.yml``) and the Debian candidates of the ser
 (``parse_apt_policy`` of ``apt-cache policy valkey-server redis-server``) and returns::
 
     {'host', 'errors', 'warnings', 'server': {name, package, binary, cli, package_unit},
-     'config_lines', 'acl_lines', 'unit_lines', 'health': {argv, env}, 'summary': {...}, ...}
+     'config_lines', 'acl_lines', 'unit_lines', 'health': {argv, env}, 'cluster': {...} or None,
+     'summary': {...}, ...}
 
 The password reaches the store only as its SHA-256 (``#<hex>`` in the ACL file); the plain
 password goes only to the LMCache hosts' 0600 environment files (``kv_pool``) and to the
-environment of the health check, which runs with ``no_log``.
+environment of the health check, which runs with ``no_log``. With ``kv_store_cluster`` the ACL file
+also holds the cluster's administrator (``ACL_ADMIN_RULES``), whose password is used only by the
+``CLUSTER INFO`` and ``--cluster create`` commands on the store hosts (``cluster_step``,
+``cluster_create``), never by LMCache.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def with_lmcache(text):
         task = adapter.submit_lookup_and_lock_task(keys + absent, {})
         found = bits(wait(lambda: adapter.query_lookup_and_lock_result(task), 'lookup'), CHUNKS + 1)
         adapter.submit_unlock(keys)
-        buffers = [bytearray(SIZE) for _ in range(CHUNKS)]
+        buffers = [bytearray(SIZE) for _chunk in range(CHUNKS)]
         task = adapter.submit_load_task(keys, [BytesBufferMemoryObj(b) for b in buffers])
         loaded = bits(wait(lambda: adapter.query_load_result(task), 'load'), CHUNKS)
         return {'cluster_mode': adapter.report_status().get('cluster_mode'),

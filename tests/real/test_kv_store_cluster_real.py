@@ -282,8 +282,8 @@ def test_lmcache_valkey_adapter_stores_and_loads_across_the_cluster(cluster):
     python = lmcache_python()
     if python is None:
         pytest.skip('no LMCache venv with glide_sync (FLEET_KV_CLIENT_VENV, FLEET_LMCACHE_VENV or %s/lmcache-0.5.6 '
-                    'with %s); CI builds none, its glide-sync test covers the client' % (FLEET_CACHE,
-                                                                                      kv_pool.CLIENT_PACKAGE))
+                    'with %s); CI builds none, its glide-sync test covers the client'
+                    % (FLEET_CACHE, kv_pool.CLIENT_PACKAGE))
     text, spec = adapter_json(cluster)
     result = subprocess.run([python, CLIENT, 'lmcache'], input=text, capture_output=True, text=True, timeout=120,
                             check=False)
