@@ -125,8 +125,8 @@ def main():
     run = bench.Run(work, args)
     results, starts = [], {}
     try:
-        bench.store_plan(work, password, args.store_port)
-        store_argv = [args.redis_server, os.path.join(work, 'fleet-kv-store.conf')]
+        store = bench.store_plan(work, password, args.store_port)
+        store_argv = [args.redis_server, store['config_path']]
         for timeout in [float(t) for t in args.timeouts.split(',')]:
             starts[timeout] = one_timeout(run, args, store_argv, password, timeout, results)
     finally:
