@@ -134,16 +134,21 @@ class Run:
 
 
 def store_plan(work, password, port):
-    settings = {'kv_store_password': password, 'kv_store_port': port, 'kv_store_home': work,
-                'kv_store_config_dir': work, 'kv_store_maxmemory_mb': 256}
+    """The store role's plan, its configuration and ACL file written where the plan puts them (under ``work``:
+    the role refuses a directory directly inside /tmp); ``plan['config_path']`` is redis-server's argument."""
+    conf, data = os.path.join(work, 'store-conf'), os.path.join(work, 'store-data')
+    os.makedirs(conf, exist_ok=True)
+    os.makedirs(data, exist_ok=True)
+    settings = {'kv_store_password': password, 'kv_store_port': port, 'kv_store_home': data,
+                'kv_store_config_dir': conf, 'kv_store_maxmemory_mb': 256}
     plan = kv_store_config.plan_store('bench-store', settings, {'redis-server': 'local'})
     assert not plan['errors'], plan['errors']
-    with open(os.path.join(work, 'fleet-kv-store.conf'), 'w') as handle:
+    with open(plan['config_path'], 'w') as handle:
         # Not under systemd here: no readiness notification.
         handle.write('\n'.join(line for line in plan['config_lines'] if line != 'supervised systemd') + '\n')
-    with open(os.path.join(work, 'users.acl'), 'w') as handle:
+    with open(plan['acl_path'], 'w') as handle:
         handle.write('\n'.join(plan['acl_lines']) + '\n')
-    os.chmod(os.path.join(work, 'users.acl'), 0o600)
+    os.chmod(plan['acl_path'], 0o600)
     return plan
 
 
@@ -344,7 +349,7 @@ def main():
     results = []
     try:
         store = store_plan(work, password, args.store_port)
-        store_argv = [args.redis_server, os.path.join(work, 'fleet-kv-store.conf')]
+        store_argv = [args.redis_server, store['config_path']]
         facts0 = {'glide_sync': subprocess.run(
             [os.path.join(args.lmcache_venv, 'bin', 'python'), '-c',
              'from importlib import metadata; print(metadata.version("valkey-glide-sync"))'],

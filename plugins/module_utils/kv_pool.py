@@ -55,6 +55,10 @@ PREFIX_INPUTS = ('model', 'revision', 'block_size', 'chunk_size', 'separate_obje
                  'platform', 'gpu_family', 'attention_backend', 'vllm_version', 'lmcache_version',
                  'connector_lmcache_version')
 HASH_CHARS = 12
+# lmcache_server_kv_request_timeout: seconds LMCache waits for the store per request. LMCache's own default (5 s)
+# is what every request waits, L1 hits included, while a store is down or hung (docs/kv-pools.md, "Failure").
+REQUEST_TIMEOUT_DEFAULT = 1.0
+REQUEST_TIMEOUT_MAX = 60
 
 
 def attention_backend(extra_args, env):
@@ -182,9 +186,12 @@ def adapter(resolved, prefix):
     user, password = resolved['username'], resolved['password']
     if CREDENTIALS_CROSSED:
         user, password = password, user
-    return {'type': ADAPTER_TYPE, 'startup_nodes': ','.join(resolved['nodes']),
-            'cluster_mode': bool(resolved['cluster']), 'username': user, 'password': password,
-            'key_prefix': prefix, 'shared': True, 'max_capacity_gb': 0}
+    found = {'type': ADAPTER_TYPE, 'startup_nodes': ','.join(resolved['nodes']),
+             'cluster_mode': bool(resolved['cluster']), 'username': user, 'password': password,
+             'key_prefix': prefix, 'shared': True, 'max_capacity_gb': 0}
+    if resolved.get('request_timeout') is not None:
+        found['request_timeout'] = float(resolved['request_timeout'])
+    return found
 
 
 def adapter_shown(resolved, prefix):
@@ -194,10 +201,12 @@ def adapter_shown(resolved, prefix):
     return shown
 
 
-def adapter_json(pool, nodes, username, password, inputs, cluster=False):
+def adapter_json(pool, nodes, username, password, inputs, cluster=False, request_timeout=None):
     """The ``--l2-adapter`` JSON text for a pool's store (``nodes``: ``['host:port']``, its ACL user and password)
-    and one host's ``PREFIX_INPUTS`` values (``prefix_inputs``, or a plan's ``kv_pool.inputs``)."""
-    resolved = {'nodes': list(nodes), 'cluster': bool(cluster), 'username': username, 'password': password}
+    and one host's ``PREFIX_INPUTS`` values (``prefix_inputs``, or a plan's ``kv_pool.inputs``); without
+    ``request_timeout`` LMCache's own default applies."""
+    resolved = {'nodes': list(nodes), 'cluster': bool(cluster), 'username': username, 'password': password,
+                'request_timeout': request_timeout}
     return json.dumps(adapter(resolved, key_prefix(pool, inputs)), sort_keys=True)
 
 
@@ -208,19 +217,25 @@ def plan_pool(host, resolved, n_inputs, derived, cfg):
     prefix = key_prefix(resolved['pool'], inputs) if known else None
     return {'pool': resolved['pool'], 'stores': resolved['stores'], 'nodes': resolved['nodes'],
             'cluster': resolved['cluster'], 'inputs': inputs, 'key_prefix': prefix,
+            'request_timeout': resolved.get('request_timeout'),
             'adapter_json': adapter_json(resolved['pool'], resolved['nodes'], resolved['username'],
-                                         resolved['password'], inputs, resolved['cluster']) if known else None,
+                                         resolved['password'], inputs, resolved['cluster'],
+                                         resolved.get('request_timeout')) if known else None,
             'adapter_shown': adapter_shown(resolved, prefix) if known else None}
 
 
-def host_pool(host, cfg, derived, n_inputs, kv_stores, errors):
-    """The host's pool (``plan_pool``), or None when lmcache_server_kv_pool is null; problems go to ``errors``."""
+def host_pool(host, cfg, derived, n_inputs, kv_stores, errors, request_timeout=None):
+    """The host's pool (``plan_pool``), or None when lmcache_server_kv_pool is null; problems go to ``errors``.
+    ``request_timeout``: the checked lmcache_server_kv_request_timeout."""
     pool = cfg.get('lmcache_server_kv_pool')
     if pool in (None, ''):
         return None
     resolved, found = resolve(host, pool, cfg.get('lmcache_server_kv_store_group'), kv_stores or {})
     errors.extend(e for e in found if e not in errors)
-    return plan_pool(host, resolved, n_inputs, derived, cfg) if resolved else None
+    if not resolved:
+        return None
+    resolved['request_timeout'] = request_timeout
+    return plan_pool(host, resolved, n_inputs, derived, cfg)
 
 
 def launch(cfg, service, argv, env_file, kv):

@@ -16,6 +16,7 @@ import json
 import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import lmcache_cli_table
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import managed_flags
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
@@ -355,6 +356,8 @@ def lmcache_values(p, hybrid):
     lm['workers'] = p.integer('lmcache_server_max_gpu_workers', low=1, fix='use null or at least the tensor parallel size')
     lm['log_level'] = p.choice('lmcache_server_log_level', LMCACHE_LOG_LEVELS)
     lm['track'] = p.boolean('lmcache_server_track_usage')
+    lm['kv_timeout'] = p.number('lmcache_server_kv_request_timeout', low_exclusive=0, high=kv_pool.REQUEST_TIMEOUT_MAX,
+                                null=False, fix='use seconds such as %g' % kv_pool.REQUEST_TIMEOUT_DEFAULT)
     return lm
 
 

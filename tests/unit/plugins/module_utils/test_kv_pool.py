@@ -34,7 +34,8 @@ def test_pool_host_gets_the_valkey_adapter_through_its_environment_file():
     # Crossed on purpose: LMCache 0.5.6 passes (username, password) to glide-sync's (password, username).
     assert adapter == {'type': 'valkey', 'startup_nodes': '10.0.0.9:6379', 'cluster_mode': False,
                        'username': PASSWORD, 'password': 'lmcache', 'key_prefix': result['kv_pool']['key_prefix'],
-                       'shared': True, 'max_capacity_gb': 0}
+                       'shared': True, 'max_capacity_gb': 0,
+                       'request_timeout': kv_pool.REQUEST_TIMEOUT_DEFAULT}
     # The password is nowhere but the environment file (0600): not in the unit, not in the redacted lines.
     assert PASSWORD not in '\n'.join(lm['unit_lines'])
     assert PASSWORD not in json.dumps(lm['env_file_lines_redacted'])
@@ -51,6 +52,25 @@ def test_the_adapter_json_is_what_lmcache_0_5_6_parses():
     assert '@' not in adapter['key_prefix']
     assert set(adapter) == {'type', 'startup_nodes', 'cluster_mode', 'username', 'password', 'key_prefix',
                             'shared', 'max_capacity_gb'}
+
+
+@pytest.mark.parametrize('value, expected', [(0.25, 0.25), (5, 5.0), ('2.5', 2.5), (60, 60.0)])
+def test_the_request_timeout_goes_into_the_adapter(value, expected):
+    result = plan('a', dict(DENSE, lmcache_server_kv_request_timeout=value), {'store-1': STORE})
+    assert result['errors'] == []
+    adapter = json.loads(result['lmcache']['env_file'][kv_pool.ADAPTER_ENV])
+    assert adapter['request_timeout'] == expected
+    # the JSON LMCache reads: request_timeout is a float of seconds, > 0 (ValkeyL2AdapterConfig.from_dict)
+    assert isinstance(adapter['request_timeout'], float)
+
+
+@pytest.mark.parametrize('value', [0, -1, 61, 'soon', None, float('nan')])
+def test_a_bad_request_timeout_is_refused_with_the_fix(value):
+    result = plan('a', dict(DENSE, lmcache_server_kv_request_timeout=value), {'store-1': STORE})
+    found = [e for e in result['errors'] if 'lmcache_server_kv_request_timeout' in e]
+    assert len(found) == 1, result['errors']
+    assert found[0].startswith('host a: lmcache_server_kv_request_timeout=')
+    assert 'use seconds such as 1' in found[0]
 
 
 def test_no_pool_means_no_adapter():
@@ -164,7 +184,8 @@ def test_attention_backend_is_read_from_args_and_env():
 def test_adapter_json_for_given_inputs_is_the_plans():
     result = plan('a', DENSE, {'store-1': STORE})
     pool = result['kv_pool']
-    text = kv_pool.adapter_json('default', ['10.0.0.9:6379'], 'lmcache', PASSWORD, pool['inputs'])
+    text = kv_pool.adapter_json('default', ['10.0.0.9:6379'], 'lmcache', PASSWORD, pool['inputs'],
+                                request_timeout=pool['request_timeout'])
     assert text == result['lmcache']['env_file'][kv_pool.ADAPTER_ENV]
 
 
