@@ -56,6 +56,7 @@ if [ -n "$kv_packages" ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" =
     printf '#!/bin/sh\n# setup-tools.sh: no service starts while it installs\nexit 101\n' > "$policy"
     chmod 0755 "$policy"
     policy_ours=1
+    trap 'rm -f "$policy"' EXIT
   fi
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
