@@ -14,7 +14,7 @@ description:
     node.
   - The plan holds C(errors) (each naming the host, the variable and a valid value), C(server) (Valkey where
     packaged, Redis otherwise), C(config_lines), C(acl_lines) (the password only as its SHA-256), C(unit_lines),
-    C(health) (the PING command and, in C(health.env), the password), C(exporter) (C(kv_store_exporter): the
+    C(health) (the PING command and, in C(health.env), the password), C(exporter) (with C(kv_store_exporter) on, the
     exporter's unit lines, command, environment file lines with its password, ACL line) and C(summary); register
     it with C(no_log).
 options:
