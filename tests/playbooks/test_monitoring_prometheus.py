@@ -123,9 +123,9 @@ def test_prometheus_scrapes_a_kv_stores_real_exporter(runner, tmp_path, promethe
     assert code == 0, output[-4000:]
     assert 'an-exporter-password-for-the-test' not in output
     targets = json.loads((out / 'targets.json').read_text())
+    labels = {'host': 'kv-01', 'service': 'kv_store', 'pools': 'default'}
     assert [t for t in targets if t['labels']['service'] == 'kv_store'] == [
-        {'targets': ['127.0.0.1:%d' % metrics_port], 'labels': {'host': 'kv-01', 'service': 'kv_store',
-                                                                 'pools': 'default'}}]
+        {'targets': ['127.0.0.1:%d' % metrics_port], 'labels': labels}]
 
     plan = ks.plan_store('kv-01', store, None)
     assert plan['errors'] == []
