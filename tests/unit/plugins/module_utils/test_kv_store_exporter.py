@@ -141,6 +141,8 @@ def test_a_password_with_a_control_character_is_refused_without_its_value():
 
 def test_the_password_is_not_asked_for_while_the_exporter_is_off():
     assert ks.plan_store('s', {'kv_store_password': PASSWORD, 'kv_store_exporter': False}, None)['errors'] == []
+    # nor is its port kept free
+    assert ks.plan_store('s', {'kv_store_password': PASSWORD, 'kv_store_port': 9121}, None)['errors'] == []
 
 
 def test_the_store_manifest_claims_the_exporter_unit_its_environment_file_and_marker():
