@@ -353,7 +353,7 @@ def plan_store(host, settings, candidates=None, defaults=None):
     if c.errors or name is None:
         return plan
     server = plan['server']
-    plan['exporter'] = exporter.plan(v['exporter'], plan['exporter_paths'], v, HARDENING)
+    plan['exporter'] = exporter.plan(v['exporter'], plan['exporter_paths'], v, HARDENING, password_hash)
     plan.update({
         'config_lines': config_lines(v, server),
         'acl_lines': acl_lines(v['username'], password) + (

@@ -18,7 +18,6 @@ reads from its environment); never a command line or a unit line.
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
@@ -118,10 +117,9 @@ def _dial(bind):
     return bind
 
 
-def acl_line(username, password):
-    """The exporter's line of the ACL file (the password only as its SHA-256)."""
-    return 'user %s on #%s %s' % (username, hashlib.sha256(str(password).encode('utf-8')).hexdigest(),
-                                  EXPORTER_ACL_RULES)
+def acl_line(username, hashed):
+    """The exporter's line of the ACL file; ``hashed``: the password's ACL form (``kv_store_config.password_hash``)."""
+    return 'user %s on %s %s' % (username, hashed, EXPORTER_ACL_RULES)
 
 
 def env_lines(username, password):
@@ -130,8 +128,7 @@ def env_lines(username, password):
 
 
 def argv(e, store_port):
-    # e: the checked values and store_bind (the store's kv_store_bind)
-    """The exporter's command: where it listens and which store it reads; no secret."""
+    """The exporter's command: where it listens and which store it reads (``e['store_bind']``); no secret."""
     return [BINARY, '-redis.addr=redis://%s' % _host_port(_dial(e['store_bind']), store_port),
             '-web.listen-address=%s' % _host_port(e['bind'], e['port'])]
 
@@ -150,15 +147,16 @@ def unit_lines(e, names, store, hardening):
         '', '[Install]', 'WantedBy=multi-user.target']
 
 
-def plan(e, names, store, hardening):
-    """The exporter's part of the store plan (``store``: the store's checked values)."""
+def plan(e, names, store, hardening, password_hash):
+    """The exporter's part of the store plan (``store``: the store's checked values; ``hardening`` and
+    ``password_hash``: the store's sandbox lines and the ACL file's password form, from ``kv_store_config``)."""
     e = dict(e, store_bind=store['bind'])
     out = {'enabled': e['enabled'], 'port': e['port'], 'bind': e['bind'], 'username': e['username'],
            'package': PACKAGE, 'package_unit': PACKAGE_UNIT, 'listen': _host_port(e['bind'], e['port']),
            'redis_addr': 'redis://%s' % _host_port(_dial(store['bind']), store['port'])}
     out.update(names)
     if e['enabled']:
-        out.update({'acl_line': acl_line(e['username'], e['password']),
+        out.update({'acl_line': acl_line(e['username'], password_hash(e['password'])),
                     'env_lines': env_lines(e['username'], e['password']),
                     'argv': argv(e, store['port']), 'unit_lines': unit_lines(e, names, store, hardening)})
     return out
