@@ -5,7 +5,7 @@
 
 ``check(c, v)`` checks the ``kv_store_exporter*`` variables with the store's checker ``c`` (``kv_store_config``)
 and returns the clean values; ``paths(v)`` names what the role creates for it; ``plan(values, paths, store,
-hardening)`` returns the exporter's part of the store plan::
+hardening, password_hash)`` returns the exporter's part of the store plan::
 
     {'enabled', 'port', 'listen', 'redis_addr', 'username', 'acl_line', 'env_lines', 'argv', 'unit_lines',
      'scrape_host', 'package', 'package_unit', 'unit_path', 'env_path', 'marker_path', 'service_name'}
