@@ -8,7 +8,7 @@ and returns the clean values; ``paths(v)`` names what the role creates for it; `
 hardening, password_hash)`` returns the exporter's part of the store plan::
 
     {'enabled', 'port', 'listen', 'redis_addr', 'username', 'acl_line', 'env_lines', 'argv', 'unit_lines',
-     'scrape_host', 'package', 'package_unit', 'unit_path', 'env_path', 'marker_path', 'service_name'}
+     'bind', 'package', 'package_unit', 'unit_path', 'env_path', 'marker_path', 'service_name'}
 
 The exporter logs in as an ACL user of its own that may run only what the exporter 1.45 runs on a scrape
 (``EXPORTER_COMMANDS``) and reads no key. Its password reaches the store only as its SHA-256 (the ACL file) and
