@@ -4,18 +4,19 @@
 """Filters of the monitoring playbook (the logic lives in module_utils; the status table is the filter
 ``fleet_table``).
 
-``fleet_file_sd`` builds the Prometheus ``file_sd`` target list of ``playbooks/monitoring.yml``;
+``fleet_file_sd`` builds the Prometheus ``file_sd`` target list of ``playbooks/monitoring.yml``, ``kv_store_file_sd``
+that of the KV stores' exporters;
 ``prometheus_samples`` reads the Prometheus text format (``GET /metrics``).
 
-Documentation: ``plugins/filter/fleet_file_sd.yml``, ``prometheus_samples.yml``.
+Documentation: ``plugins/filter/fleet_file_sd.yml``, ``kv_store_file_sd.yml``, ``prometheus_samples.yml``.
 """
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report, kv_store_exporter
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError, monitoring_label_errors
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.prometheus_text import PrometheusTextError, parse
 
 
@@ -33,6 +34,17 @@ def fleet_file_sd(hosts):
         return fleet_report.file_sd_targets(_list_of_dicts(hosts, 'fleet_file_sd'))
     except FleetRuleError as e:
         raise AnsibleFilterError('fleet_file_sd: %s' % e)
+
+
+def kv_store_file_sd(stores):
+    """``{'targets': [...], 'skipped': [...]}`` of the KV stores' exporters for Prometheus file_sd."""
+    stores = _list_of_dicts(stores, 'kv_store_file_sd')
+    errors = []
+    for item in stores:
+        errors.extend(e for e in monitoring_label_errors(item.get('labels')) if e not in errors)
+    if errors:
+        raise AnsibleFilterError('kv_store_file_sd: %s' % '; '.join(errors))
+    return kv_store_exporter.scrape_targets(stores)
 
 
 def prometheus_samples(text, strict=False):
@@ -53,5 +65,6 @@ class FilterModule:
     def filters(self):
         return {
             'fleet_file_sd': fleet_file_sd,
+            'kv_store_file_sd': kv_store_file_sd,
             'prometheus_samples': prometheus_samples,
         }

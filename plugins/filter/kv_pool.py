@@ -28,8 +28,9 @@ def kv_pool_line(row):
                                                        row.get('kv_prefix') or '(after N is known)')
 
 
-def kv_store_status_row(info_result, host, active):
-    """The status row of a store host, from the registered result of its INFO command and its unit state."""
+def kv_store_status_row(info_result, host, active, exporter=None):
+    """The status row of a store host, from the registered result of its INFO command, its unit state and its
+    exporter unit's state (None: no exporter)."""
     result = info_result if isinstance(info_result, dict) else {}
     error = None
     if result.get('failed') or result.get('rc', 0) != 0:
@@ -37,7 +38,7 @@ def kv_store_status_row(info_result, host, active):
     text = result.get('stdout') or ''
     if text.startswith(('NOAUTH', 'WRONGPASS', 'NOPERM', 'ERR')):
         error = text.strip()[:200]
-    return kv_store_status.status_row(host, active, text, error)
+    return kv_store_status.status_row(host, active, text, error, exporter=exporter)
 
 
 def kv_store_status_line(row):

@@ -26,6 +26,7 @@ import os
 import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_exporter as exporter
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import as_bool, as_int, host_label, msg
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
@@ -258,6 +259,7 @@ def _values(c):
                 'letters, digits, _ and -, up to 32 characters)')
         pools = []
     v['pools'] = pools
+    v['exporter'] = exporter.check(c, v)
     return v
 
 
@@ -273,12 +275,15 @@ def _names_and_paths(c):
     if name in PACKAGE_UNITS:
         problem = ('is the unit of a server package (redis-server or valkey-server), which the role stops and '
                    'disables when it installs the package', 'use a name of its own such as fleet-kv-store')
+    if name in exporter.PACKAGE_UNITS or (name or '') + exporter.SUFFIX in exporter.PACKAGE_UNITS:
+        problem = ('names the unit of the package %s (or its exporter would)' % exporter.PACKAGE,
+                   'use a name of its own such as fleet-kv-store')
     if problem:
         c.error('kv_store_service_name', name, *problem)
     v['service_name'] = None if problem else name
     for key in ('kv_store_user', 'kv_store_group'):
         value = c.text(key, ACCOUNT_RE, 'a system account name', 'use lower-case letters, digits, _ and - (e.g. fleet-kv)')
-        if value in PACKAGE_ACCOUNTS:
+        if value in PACKAGE_ACCOUNTS + exporter.PACKAGE_ACCOUNTS:
             c.error(key, value, 'is the account of a server package', 'use an account of its own such as fleet-kv')
             value = None
         v[key[len(PREFIX):]] = value
@@ -300,7 +305,7 @@ def _path(c, key):
     value = c.text(key, SAFE_PATH_RE, 'an absolute path of plain characters', 'use an absolute path of letters, '
                    'digits and ._+@/- such as %s' % ownership.path_example(key))
     problem = ownership.path_problem(value, ownership.path_example(key)) if value else None
-    for directory in PACKAGE_DIRECTORIES if value and not problem else ():
+    for directory in PACKAGE_DIRECTORIES + exporter.PACKAGE_DIRECTORIES if value and not problem else ():
         if _inside(value, directory) or _inside(directory, value):
             problem = ('is or holds %s, a directory of a server package' % directory,
                        'use a directory of its own such as %s' % ownership.path_example(key))
@@ -425,14 +430,20 @@ def plan_store(host, settings, candidates=None, defaults=None):
                      'acl_path': '%s/users.acl' % conf_dir, 'marker_path': '%s/installed-by-collection' % conf_dir,
                      'unit_path': '%s/%s.service' % (UNIT_DIR, v['service_name']),
                      'manifest_path': v['manifest_path'], 'unit_marker': ownership.UNIT_MARKER})
-        plan['ownership'] = ownership.store_candidates(dict(plan, **v), v['manifest_path'])
+        plan['exporter_paths'] = exporter.paths(v)
+        # ownership: what a deploy claims; ownership_all: what remove.yml looks for (the exporter even when off)
+        plan['ownership_all'] = ownership.store_candidates(dict(plan, **v), v['manifest_path'])
+        plan['ownership'] = [entry for entry in plan['ownership_all'] if v['exporter']['enabled'] or
+                             entry['path'] not in plan['exporter_paths'].values()]
     if c.errors or name is None:
         return plan
     server = plan['server']
+    plan['exporter'] = exporter.plan(v['exporter'], plan['exporter_paths'], v, HARDENING, password_hash)
     plan.update({
         'config_lines': config_lines(v, server),
         'acl_lines': acl_lines(v['username'], password, (v['admin_username'], admin_password)
-                               if v['cluster'] else None),
+                               if v['cluster'] else None) + (
+            [plan['exporter']['acl_line']] if v['exporter']['enabled'] else []),
         'unit_lines': unit_lines(v, server),
         'health': {'argv': [server['cli'], '-h', rules.url_host(v['bind']).strip('[]'), '-p', str(v['port']),
                             '--user', v['username'], '--no-auth-warning'],
@@ -441,6 +452,7 @@ def plan_store(host, settings, candidates=None, defaults=None):
         'cluster': cluster_step(server, v, admin_password) if v['cluster'] else None,
         'summary': {'host': host, 'server': server['name'], 'bind': v['bind'], 'port': v['port'],
                     'maxmemory_mb': v['maxmemory_mb'], 'policy': v['policy'], 'cluster': v['cluster'],
-                    'pools': v['pools'], 'service': v['service_name']},
+                    'pools': v['pools'], 'service': v['service_name'],
+                    'exporter': plan['exporter']['listen'] if v['exporter']['enabled'] else None},
     })
     return plan

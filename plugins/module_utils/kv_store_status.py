@@ -38,8 +38,9 @@ def _keys(fields):
     return total
 
 
-def status_row(host, active, info_text, error=None):
-    """The row: state, memory, keys, hits, misses, hit ratio, evictions, and problems in plain words."""
+def status_row(host, active, info_text, error=None, exporter=None):
+    """The row: state, memory, keys, hits, misses, hit ratio, evictions, the exporter unit's state (None: no
+    exporter), and problems in plain words."""
     fields = parse_info(info_text) if active == 'active' and not error else {}
     hits, misses = fields.get('keyspace_hits'), fields.get('keyspace_misses')
     row = {'host': host, 'unit': active or 'unknown', 'server': fields.get('server_name') or
@@ -52,7 +53,7 @@ def status_row(host, active, info_text, error=None):
            'hit_ratio': round(hits / float(hits + misses), 3) if hits is not None and misses and hits + misses else
            (None if hits is None else 0.0),
            'evicted_keys': fields.get('evicted_keys'), 'clients': fields.get('connected_clients'),
-           'cluster': fields.get('cluster_enabled') == 1, 'problems': []}
+           'cluster': fields.get('cluster_enabled') == 1, 'exporter': exporter, 'problems': []}
     if active != 'active':
         row['state'] = 'down'
         row['problems'].append('host %s: the store unit is %s; %s' % (host, active or 'unknown', DOWN_NOTE))
@@ -67,12 +68,16 @@ def status_row(host, active, info_text, error=None):
             row['problems'].append('host %s: the store is full (%s of %s MiB): it evicts the least recently used '
                                    'pages (%s evicted so far)' % (host, row['used_memory_mb'], row['maxmemory_mb'],
                                                                   row['evicted_keys']))
+    if exporter is not None and exporter != 'active':
+        row['problems'].append('host %s: the store\'s exporter unit is %s; Prometheus gets no metrics of this store '
+                               '(its target is down)' % (host, exporter or 'unknown'))
     return row
 
 
 def status_line(row):
     """One line of the printed table."""
-    return '%-14s %-11s %-7s %9s / %-9s keys %-8s hits %-8s misses %-8s ratio %-6s evicted %s%s' % (
+    return '%-14s %-11s %-7s %9s / %-9s keys %-8s hits %-8s misses %-8s ratio %-6s evicted %s%s%s' % (
         row['host'], row['state'], row.get('version') or '-', row['used_memory_mb'], row['maxmemory_mb'],
         row['keys'], row['hits'], row['misses'], row['hit_ratio'], row['evicted_keys'],
+        (' exporter %s' % row['exporter']) if row.get('exporter') is not None else '',
         ('  ' + ' | '.join(row['problems'])) if row['problems'] else '')

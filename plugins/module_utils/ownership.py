@@ -200,7 +200,8 @@ def store_candidates(store, manifest_path):
     """Every unit, file, directory, user and group the role ``kv_store`` creates on a store host.
 
     ``store`` needs service_name, unit_path, config_path, acl_path, marker_path (the package-install marker),
-    config_dir, home, user and group; ``manifest_path`` is the store's own manifest (kv_store_manifest_path).
+    config_dir, home, user and group, and ``exporter_paths`` (service_name, unit_path, env_path, marker_path) when
+    the exporter is on; ``manifest_path`` is the store's own manifest (kv_store_manifest_path).
     """
     role, name, conf = 'kv_store', store['service_name'], store['config_dir']
     found = [_entry('unit', store['unit_path'], 'kv_store_service_name', name, role, unit=name)]
@@ -213,6 +214,12 @@ def store_candidates(store, manifest_path):
         _entry('group', store['group'], 'kv_store_group', store['group'], role, user=store['user']),
         _entry('manifest_dir', posixpath.dirname(manifest_path), 'kv_store_manifest_path', manifest_path, role),
     ]
+    exporter = store.get('exporter_paths')
+    if exporter:  # kv_store_exporter: its unit (named after the store's), environment file and package marker
+        unit = exporter['service_name']
+        found.insert(1, _entry('unit', exporter['unit_path'], 'kv_store_service_name', unit, role, unit=unit))
+        found.insert(2, _entry('env', exporter['env_path'], 'kv_store_config_dir', conf, role, unit=unit))
+        found.insert(3, _entry('file', exporter['marker_path'], 'kv_store_config_dir', conf, role, unit=unit))
     seen, out = set(), []
     for entry in found:
         if key_of(entry) not in seen:

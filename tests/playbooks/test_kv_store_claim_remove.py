@@ -104,3 +104,25 @@ def test_a_unit_of_the_server_package_is_refused(runner, tmp_path):
     code, output = play(runner, tmp_path, root, 'remove', kv_store_service_name='redis-server')
     assert code != 0
     assert 'host localhost: kv_store_service_name=redis-server is the unit of a server package' in output
+
+
+def test_the_exporter_is_claimed_with_the_store_and_removed_with_it(runner, tmp_path):
+    root = tmp_path / 'host'
+    root.mkdir()
+    exporter = {'kv_store_password': 'a-store-password-for-the-test', 'kv_store_exporter': True,
+                'kv_store_exporter_password': 'an-exporter-password-for-the-test'}
+    code, output = play(runner, tmp_path, root, 'ownership', **exporter)
+    assert code == 0, output[-4000:]
+    entries = json.loads((root / 'manifest' / 'kv.json').read_text())['entries']
+    assert entries['/etc/systemd/system/fleet-test-own-kv-exporter.service']['kind'] == 'unit'
+    assert entries[str(root / 'etc' / 'kv' / 'exporter.env')]['kind'] == 'env'
+    assert entries[str(root / 'etc' / 'kv' / 'exporter-installed-by-collection')]['kind'] == 'file'
+    (root / 'etc' / 'kv').mkdir(parents=True)
+    (root / 'etc' / 'kv').chmod(0o755)
+    for name in ('exporter.env', 'exporter-installed-by-collection', 'users.acl'):
+        (root / 'etc' / 'kv' / name).write_text('not-a-package\n')
+    # removed even when the exporter was turned off since the claim (the manifest lists it)
+    code, output = play(runner, tmp_path, root, 'remove', kv_store_exporter=False)
+    assert code == 0, output[-4000:]
+    assert not (root / 'etc' / 'kv').exists()
+    assert 'an-exporter-password-for-the-test' not in output

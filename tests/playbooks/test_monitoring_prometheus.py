@@ -12,6 +12,7 @@ Also: monitoring.yml refuses labels that would replace the collection's or be Pr
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 import urllib.parse
@@ -20,7 +21,11 @@ import urllib.request
 import pytest
 
 from prometheus_tools import prometheus_program
+import systemd_unit as su
 from test_day2 import endpoints_fixture, free_port, local_host, write_inventory  # noqa: F401 pylint: disable=unused-import
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config as ks
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_exporter as kx
 
 
 def query(port, expr):
@@ -92,3 +97,74 @@ def test_reserved_labels_are_refused_before_anything_is_written(runner, tmp_path
     assert code != 0
     assert words in output
     assert not out.exists()
+
+
+def test_prometheus_scrapes_a_kv_stores_real_exporter(runner, tmp_path, prometheus_binary):
+    """monitoring.yml lists the store's exporter (kv_store_exporter on, bound to the wildcard, reached at 127.0.0.1);
+    the real redis-server and prometheus-redis-exporter run from the store plan's files (tests/unit's
+    test_kv_store_exporter.py checks them in detail) and Prometheus records the store's memory ratio."""
+    missing = [p for p in ('/usr/bin/redis-server', kx.BINARY) if not os.access(p, os.X_OK)]
+    if missing:
+        if os.environ.get('CI') or os.environ.get('FLEET_REQUIRE_REAL') == '1':
+            pytest.fail('%s missing (scripts/setup-tools.sh)' % ', '.join(missing))
+        pytest.skip('%s missing (scripts/setup-tools.sh)' % ', '.join(missing))
+    store_port, metrics_port = free_port(), free_port()
+    store = {'ansible_connection': 'local', 'ansible_host': '127.0.0.1', 'kv_store_pools': ['default'],
+             'kv_store_password': 'a-store-password-for-the-test', 'kv_store_port': store_port,
+             'kv_store_exporter': True, 'kv_store_exporter_password': 'an-exporter-password-for-the-test',
+             'kv_store_exporter_bind': '0.0.0.0', 'kv_store_allow_network': True,
+             'kv_store_exporter_port': metrics_port,
+             'kv_store_home': str(tmp_path / 'kv' / 'data'), 'kv_store_config_dir': str(tmp_path / 'kv' / 'etc')}
+    inventory = {'all': {'children': {'vllm_hosts': {'hosts': {'gpu-01': local_host(tmp_path)}},
+                                      'kv_stores': {'hosts': {'kv-01': store}}}}}
+    (tmp_path / 'hosts.json').write_text(json.dumps(inventory))
+    out = tmp_path / 'monitoring'
+    code, output = runner.run('monitoring.yml', str(tmp_path / 'hosts.json'), '-e', 'fleet_monitoring_dir=%s' % out)
+    assert code == 0, output[-4000:]
+    assert 'an-exporter-password-for-the-test' not in output
+    targets = json.loads((out / 'targets.json').read_text())
+    labels = {'host': 'kv-01', 'service': 'kv_store', 'pools': 'default'}
+    assert [t for t in targets if t['labels']['service'] == 'kv_store'] == [
+        {'targets': ['127.0.0.1:%d' % metrics_port], 'labels': labels}]
+
+    plan = ks.plan_store('kv-01', store, None)
+    assert plan['errors'] == []
+    os.makedirs(store['kv_store_home'])
+    os.makedirs(store['kv_store_config_dir'])
+    conf = tmp_path / 'kv' / 'etc' / 'fleet-kv-store.conf'
+    conf.write_text('\n'.join(line for line in plan['config_lines'] if line != 'supervised systemd') + '\n')
+    (tmp_path / 'kv' / 'etc' / 'users.acl').write_text('\n'.join(plan['acl_lines']) + '\n')
+    env = dict(os.environ, **su.parse_env_file('\n'.join(plan['exporter']['env_lines']) + '\n'))
+    # the plan's command, listening on loopback only here (the target is reached at 127.0.0.1 all the same)
+    argv = plan['exporter']['argv'][:-1] + ['-web.listen-address=127.0.0.1:%d' % metrics_port]
+    (out / 'prometheus.yml').write_text(
+        'global: {scrape_interval: 1s, evaluation_interval: 1s}\n'
+        'rule_files: [lmcache_vllm_fleet.rules.yml]\n'
+        'scrape_configs:\n'
+        '  - job_name: lmcache_vllm_fleet\n'
+        '    file_sd_configs: [{files: [targets.json], refresh_interval: 1s}]\n')
+    port = free_port()
+    procs = [subprocess.Popen(['/usr/bin/redis-server', str(conf)], stdout=subprocess.DEVNULL),
+             subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)]
+    log = open(str(tmp_path / 'prometheus.log'), 'w')
+    procs.append(subprocess.Popen([prometheus_binary, '--config.file=%s' % (out / 'prometheus.yml'),
+                                   '--storage.tsdb.path=%s' % (tmp_path / 'tsdb'),
+                                   '--web.listen-address=127.0.0.1:%d' % port], stdout=log, stderr=subprocess.STDOUT))
+    try:
+        up, ratio, deadline = [], [], time.time() + 90
+        while time.time() < deadline and not (up and ratio):
+            time.sleep(1)
+            try:
+                up = query(port, 'redis_up{service="kv_store"} == 1')
+                ratio = query(port, 'host:kv_store_memory_used_ratio')
+            except OSError:
+                continue
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            proc.wait(timeout=30)
+        log.close()
+    assert [s['metric']['host'] for s in up] == ['kv-01'], (tmp_path / 'prometheus.log').read_text()
+    # an empty store: about 1 MiB of its 1024 MiB
+    assert 0 < float(ratio[0]['value'][1]) < 0.01
+    assert ratio[0]['metric'] == {'__name__': 'host:kv_store_memory_used_ratio', 'host': 'kv-01', 'pools': 'default'}

@@ -57,4 +57,5 @@ def test_the_dashboard_shows_the_recorded_series():
     assert all(t['datasource']['uid'] == '${datasource}' for panel in dashboard['panels'] for t in panel['targets'])
     titles = [panel['title'] for panel in dashboard['panels']]
     assert titles == ['LMCache lookup hit ratio', 'vLLM external prefix cache hit ratio',
-                      'Time to first token, p50 and p95', 'Running batch']
+                      'Time to first token, p50 and p95', 'Running batch', 'KV store memory used / maxmemory',
+                      'KV store keyspace hit ratio', 'KV store evictions']

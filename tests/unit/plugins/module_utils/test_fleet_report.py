@@ -119,5 +119,8 @@ def test_filters():
         day2.prometheus_samples('bad line here\n', strict=True)
     with pytest.raises(AnsibleFilterError):
         day2.prometheus_samples(42)
-    names = ['fleet_file_sd', 'prometheus_samples']
+    assert day2.kv_store_file_sd(None) == {'targets': [], 'skipped': []}
+    with pytest.raises(AnsibleFilterError, match='fleet_monitoring_labels sets host'):
+        day2.kv_store_file_sd([{'host': 'kv-1', 'labels': {'host': 'x'}, 'exporter': {'enabled': True}}])
+    names = ['fleet_file_sd', 'kv_store_file_sd', 'prometheus_samples']
     assert sorted(day2.FilterModule().filters()) == names

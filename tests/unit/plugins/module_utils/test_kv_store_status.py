@@ -49,6 +49,18 @@ def test_a_stopped_store_says_what_serving_does():
     assert 'down' in st.status_line(row)
 
 
+def test_the_exporter_state_is_shown_and_a_stopped_exporter_is_a_problem():
+    assert st.status_row('kv-01', 'active', INFO)['exporter'] is None
+    assert 'exporter' not in st.status_line(st.status_row('kv-01', 'active', INFO))
+    running = st.status_row('kv-01', 'active', INFO, exporter='active')
+    assert running['exporter'] == 'active' and ' exporter active' in st.status_line(running)
+    assert not any('exporter' in p for p in running['problems'])
+    stopped = st.status_row('kv-01', 'active', INFO, exporter='failed')
+    assert stopped['problems'][-1] == ("host kv-01: the store's exporter unit is failed; Prometheus gets no metrics of "
+                                       'this store (its target is down)')
+    assert stopped['state'] == 'serving'
+
+
 def test_an_active_store_that_does_not_answer():
     row = st.status_row('kv-01', 'active', '', error='NOAUTH Authentication required.')
     assert row['state'] == 'unanswered'
