@@ -80,20 +80,17 @@ def one_timeout(run, args, store_argv, password, timeout, results):
 
 
 def table(results):
-    """Median TTFT per (timeout, case), with the ratio to the same request kind with the store up."""
-    groups = {}
-    for row in results:
-        groups.setdefault((row['phase'], row['case']), []).append(row)
-    medians = dict((key, statistics.median(r['ttft_s'] for r in rows)) for key, rows in groups.items())
-    out = []
-    for (phase, case), rows in groups.items():
-        kind = case.split(' ', 1)[1]
-        base = medians.get((phase, 'up ' + kind))
-        out.append({'timeout': phase, 'case': case, 'n': len(rows), 'ttft_median_s': round(medians[(phase, case)], 4),
-                    'ratio_to_up': round(medians[(phase, case)] / base, 2) if base else None,
-                    'lmcache_hit_tokens': sum(r['lmcache_hit_tokens'] for r in rows),
-                    'answered': sum(1 for r in rows if r['ttft_s'] is not None)})
-    return out
+    """``kv_l2_benchmark.summary`` (median TTFT per phase, i.e. timeout, and case) with each row's ratio to the same
+    request kind with the store up."""
+    rows = bench.summary(results)
+    ttfts = {}
+    for result in results:
+        ttfts.setdefault((result['phase'], result['case']), []).append(result['ttft_s'])
+    medians = dict((key, statistics.median(values)) for key, values in ttfts.items())
+    for row in rows:
+        base = medians.get((row['phase'], 'up ' + row['case'].split(' ', 1)[1]))
+        row['ratio_to_up'] = round(medians[(row['phase'], row['case'])] / base, 2) if base else None
+    return rows
 
 
 def markdown(rows):
@@ -101,7 +98,7 @@ def markdown(rows):
              '|---|---|---:|---:|---:|---:|---:|']
     for row in rows:
         lines.append('| %s | %s | %d | %.3f | %s | %d | %d |' % (
-            row['timeout'], row['case'], row['n'], row['ttft_median_s'],
+            row['phase'], row['case'], row['n'], row['ttft_median_s'],
             '%.2f' % row['ratio_to_up'] if row['ratio_to_up'] is not None else '-', row['lmcache_hit_tokens'],
             row['answered']))
     return '\n'.join(lines) + '\n'

@@ -39,6 +39,22 @@ def prometheus_binary_fixture():
     return prometheus_program('prometheus')
 
 
+def start_prometheus(binary, out, tmp_path):
+    """Prometheus scraping the generated targets file in ``out`` with its recording rules: (process, port, log)."""
+    (out / 'prometheus.yml').write_text(
+        'global: {scrape_interval: 1s, evaluation_interval: 1s}\n'
+        'rule_files: [lmcache_vllm_fleet.rules.yml]\n'
+        'scrape_configs:\n'
+        '  - job_name: lmcache_vllm_fleet\n'
+        '    file_sd_configs: [{files: [targets.json], refresh_interval: 1s}]\n')
+    port = free_port()
+    log = open(str(tmp_path / 'prometheus.log'), 'w')
+    proc = subprocess.Popen([binary, '--config.file=%s' % (out / 'prometheus.yml'),
+                             '--storage.tsdb.path=%s' % (tmp_path / 'tsdb'), '--web.listen-address=127.0.0.1:%d' % port],
+                            stdout=log, stderr=subprocess.STDOUT)
+    return proc, port, log
+
+
 def test_prometheus_scrapes_the_generated_targets_and_records_the_hit_ratio(runner, tmp_path, endpoints,
                                                                             prometheus_binary):
     host = local_host(tmp_path, ansible_host='127.0.0.1', vllm_server_host='::', lmcache_server_http_host='[::]',
@@ -51,17 +67,7 @@ def test_prometheus_scrapes_the_generated_targets_and_records_the_hit_ratio(runn
     targets = json.loads((out / 'targets.json').read_text())
     assert sorted(t['targets'][0] for t in targets) == sorted('127.0.0.1:%d' % p for p in endpoints.values())
 
-    (out / 'prometheus.yml').write_text(
-        'global: {scrape_interval: 1s, evaluation_interval: 1s}\n'
-        'rule_files: [lmcache_vllm_fleet.rules.yml]\n'
-        'scrape_configs:\n'
-        '  - job_name: lmcache_vllm_fleet\n'
-        '    file_sd_configs: [{files: [targets.json], refresh_interval: 1s}]\n')
-    port = free_port()
-    log = open(str(tmp_path / 'prometheus.log'), 'w')
-    proc = subprocess.Popen([prometheus_binary, '--config.file=%s' % (out / 'prometheus.yml'),
-                             '--storage.tsdb.path=%s' % (tmp_path / 'tsdb'), '--web.listen-address=127.0.0.1:%d' % port],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc, port, log = start_prometheus(prometheus_binary, out, tmp_path)
     try:
         ratio, external, up, deadline = [], [], [], time.time() + 90
         # the two recording rules may land in different evaluations: wait for both
@@ -137,19 +143,10 @@ def test_prometheus_scrapes_a_kv_stores_real_exporter(runner, tmp_path, promethe
     env = dict(os.environ, **su.parse_env_file('\n'.join(plan['exporter']['env_lines']) + '\n'))
     # the plan's command, listening on loopback only here (the target is reached at 127.0.0.1 all the same)
     argv = plan['exporter']['argv'][:-1] + ['-web.listen-address=127.0.0.1:%d' % metrics_port]
-    (out / 'prometheus.yml').write_text(
-        'global: {scrape_interval: 1s, evaluation_interval: 1s}\n'
-        'rule_files: [lmcache_vllm_fleet.rules.yml]\n'
-        'scrape_configs:\n'
-        '  - job_name: lmcache_vllm_fleet\n'
-        '    file_sd_configs: [{files: [targets.json], refresh_interval: 1s}]\n')
-    port = free_port()
     procs = [subprocess.Popen(['/usr/bin/redis-server', str(conf)], stdout=subprocess.DEVNULL),
              subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)]
-    log = open(str(tmp_path / 'prometheus.log'), 'w')
-    procs.append(subprocess.Popen([prometheus_binary, '--config.file=%s' % (out / 'prometheus.yml'),
-                                   '--storage.tsdb.path=%s' % (tmp_path / 'tsdb'),
-                                   '--web.listen-address=127.0.0.1:%d' % port], stdout=log, stderr=subprocess.STDOUT))
+    prometheus, port, log = start_prometheus(prometheus_binary, out, tmp_path)
+    procs.append(prometheus)
     try:
         up, ratio, deadline = [], [], time.time() + 90
         while time.time() < deadline and not (up and ratio):
