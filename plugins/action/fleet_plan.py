@@ -20,7 +20,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.lmcache_vllm.fleet.plugins.lookup.model_config import read_model_config
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report, hardware_groups, kv_pool, plan_tree
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import plan_host, public_view
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import public_view
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import VARIABLE_RE
 
 display = Display()
@@ -65,17 +65,16 @@ class ActionModule(ActionBase):
         return result
 
     def _plan_one(self, host, host_vars):
+        """The host's plan through the pipeline every stage uses (plan_tree.plan_one) with the predicted N."""
         settings = {name: host_vars[name] for name in host_vars if VARIABLE_RE.match(name)}
         group = kv_pool.store_group(settings)
-        stores = self._stores(group) if group else None
-        static = plan_host(host, settings, kv_stores=stores)
-        override = host_vars['vllm_server_model_config'] if 'vllm_server_model_config' in host_vars else None
+        facts = {'n_kind': 'predicted', 'gpus': host_vars['fleet_gpus'] if 'fleet_gpus' in host_vars else None}
         paths = host_vars['fleet_plan_model_paths'] if 'fleet_plan_model_paths' in host_vars else []
-        prediction, problem = plan_tree.predict(host, static['n_inputs'], override, self._reader, paths or [])
-        plan = plan_host(host, settings, n=prediction['block_size'] if prediction else None, n_kind='predicted',
-                         prediction=prediction, prediction_problem=problem, kv_stores=stores)
+        static, plan = plan_tree.plan_one(
+            host, settings, self._reader, facts, kv_stores=self._stores(group) if group else None, paths=paths or [],
+            override=host_vars['vllm_server_model_config'] if 'vllm_server_model_config' in host_vars else None)
         managed = host_vars['ansible_managed'] if 'ansible_managed' in host_vars else None
-        return host, plan, prediction, problem, {'static': static, 'ansible_managed': managed}
+        return host, plan, plan['prediction'], plan['prediction_problem'], {'static': static, 'ansible_managed': managed}
 
     @staticmethod
     def _checked(planned):

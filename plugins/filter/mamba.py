@@ -12,21 +12,19 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import mamba_cl
 
 def predicted_mamba_blocks(config, prediction, gpus=None, gpu_architecture=None, gpu_memory_utilization=None,
                            tensor_parallel_size=1, model_dir=None, dtype=None):
-    """M predicted for a hybrid model on CUDA (a dict); never fails: ``mamba_cache_blocks`` is null and
-    ``problem`` says why when it cannot be predicted."""
-    if isinstance(gpus, dict):
-        gpus = gpus.get('gpus')
-    memory, memory_source = mamba_clamp.gpu_memory_mib(gpus, gpu_architecture)
-    if memory is None:
-        return {'mamba_cache_blocks': None, 'source': 'predicted', 'problem': memory_source}
-    try:
-        weights = mamba_clamp.weight_bytes(config, model_dir, dtype)
-        return mamba_clamp.predict_mamba_blocks(config, prediction, memory, gpu_memory_utilization, weights,
-                                                tensor_parallel_size, memory_source)
-    except (KeyError, TypeError, ValueError, OSError) as exc:
-        return {'mamba_cache_blocks': None, 'source': 'predicted',
-                'problem': 'cannot predict the Mamba cache blocks: %s%s' % (type(exc).__name__ + ' ' if isinstance(
-                    exc, KeyError) else '', exc)}
+    """M predicted for a hybrid model on CUDA (a dict; the host plan predicts it itself, this filter shows the
+    same computation); never fails: ``mamba_cache_blocks`` is null and ``problem`` says why when it cannot be
+    predicted."""
+    found = mamba_clamp.host_memory(config, prediction if isinstance(prediction, dict) else {}, gpus, gpu_architecture,
+                                    gpu_memory_utilization, tensor_parallel_size, model_dir, dtype)
+    return found['mamba'] or {'mamba_cache_blocks': None, 'source': 'predicted',
+                              'problem': 'the model is not a hybrid model: no Mamba cache blocks'}
+
+
+def group_mamba_blocks(own, probe, canary_blocks, canary_inputs, own_inputs, group):
+    """The M a probe group's host plans with: the canary's (with group and canary) when the host took the
+    group's N and its inputs of M are the canary's, else its own (null when none)."""
+    return mamba_clamp.group_blocks(own, probe, canary_blocks, canary_inputs, own_inputs, group)
 
 
 def mamba_refusal(text):
@@ -66,4 +64,5 @@ class FilterModule:
             'mamba_refusal': mamba_refusal,
             'mamba_cache_key': mamba_cache_key,
             'mamba_cached_blocks': mamba_cached_blocks,
+            'group_mamba_blocks': group_mamba_blocks,
         }

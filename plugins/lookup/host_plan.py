@@ -22,6 +22,12 @@ description:
     creates on the host (what the C(lmcache_vllm.fleet.fleet_ownership) module claims and C(remove.yml) deletes),
     with C(ownership_errors), the path and unit-name problems among C(errors).
   - Every playbook and role of the collection takes its values from this plan; templates only place them.
+  - The plan includes the prediction (C(prediction), C(prediction_problem)) of N and, on CUDA, of the Mamba cache
+    blocks M and of whether the weights fit one GPU's budget, computed exactly as C(plan.yml) computes it: from the
+    model's C(config.json) on the control node (C(vllm_server_model_config), C(vllm_server_model_revision),
+    C(fleet_plan_model_paths)) and the GPU's memory (the fact C(fleet_gpus) once C(deploy.yml) read it, else
+    C(vllm_server_gpu_architecture) in the collection's GPU table). A model whose weights do not fit is an error
+    naming the host and what changes that.
   - A variable that cannot be templated (it refers to an undefined variable, or is not a valid expression) is an
     error of the plan naming the host and the variable, so that validation reports it with every other problem.
   - Secrets (C(vllm_server_api_key), C(vllm_server_hf_token)) appear only under C(vllm.env_file) and
@@ -38,14 +44,18 @@ options:
         C(vllm_server_expected_block_size) is used then, when set).
     type: raw
   n_kind:
-    description: Where O(block_size) comes from.
+    description:
+      - Where O(block_size) comes from. V(predicted) without O(block_size) plans with the predicted N (the check-mode
+        preview of a host not probed yet).
     type: str
     choices: [expected, predicted, probed]
   probe:
     description: The probe module's result (its C(outcome) C(not_hybrid) marks a model that is not hybrid).
     type: raw
   prediction:
-    description: The prediction's details (filter P(lmcache_vllm.fleet.predicted_block_size#filter) with C(details=true)).
+    description:
+      - The prediction's details (filter P(lmcache_vllm.fleet.predicted_block_size#filter) with C(details=true)), to
+        plan with instead of the lookup's own prediction. Leave it out: the lookup predicts N and M itself.
     type: raw
   prediction_problem:
     description: Why N could not be predicted (a sentence naming the host).
@@ -53,8 +63,9 @@ options:
   mamba_blocks:
     description:
       - The Mamba cache blocks M vLLM reported on this host, a mapping with C(mamba_cache_blocks) and C(source)
-        (V(refusal) or V(cached)), or the prediction's (filter P(lmcache_vllm.fleet.predicted_mamba_blocks#filter));
-        C(--max-num-seqs) is kept within M.
+        (V(refusal) or V(cached)), with C(group) and C(canary) when taken from the probe group's first host (filter
+        P(lmcache_vllm.fleet.group_mamba_blocks#filter)); without it the lookup's predicted M is used.
+        C(--max-num-seqs) is kept within M; the plan's C(derived.mamba) shows M and its source.
     type: raw
   check_names:
     description: Report role-prefixed variables that neither role knows (with the closest known name).
@@ -64,7 +75,7 @@ options:
     description:
       - A plan this lookup returned earlier in the same stage (C(deploy.yml) and C(validate.yml) keep it in the fact
         C(__fleet_plan)). It is returned as it is when it was planned for this host with the same O(block_size),
-        O(probe), O(prediction) and O(mamba_blocks) (its C(request_key)); otherwise the host is planned anew. This
+        O(probe), O(prediction), O(mamba_blocks) and gpu facts (its C(request_key)); otherwise the host is planned anew. This
         is how each stage computes a host's plan once and the roles read it, while a role run on its own plans
         for itself. The host's variables are not compared, so pass a plan of the same run, in which no task changes
         them.
@@ -99,7 +110,9 @@ from ansible.utils.display import Display
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import template_error
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import plan_host, request_key
+from ansible_collections.lmcache_vllm.fleet.plugins.lookup.model_config import read_model_config
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_tree
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import request_key
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import VARIABLE_RE
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.ownership import FLEET_PATHS
 
@@ -123,21 +136,35 @@ class LookupModule(LookupBase):
             block_size = None
         asked = dict((name, self.get_option(name) if isinstance(self.get_option(name), dict) else None)
                      for name in ('probe', 'prediction', 'mamba_blocks'))
-        key = request_key(block_size, **asked)
+        gpus = self._variable(variables, 'fleet_gpus')
+        key = request_key(block_size, gpus=gpus, **asked)
         reuse = self.get_option('reuse')
         if isinstance(reuse, dict) and reuse.get('host') == host and reuse.get('request_key') == key:
             display.vvv('host_plan: %s reuses the plan of this stage' % host)
             return [reuse]
         settings, unusable = self._settings(host, variables)
-        plan = plan_host(host, settings, n=block_size, n_kind=n_kind,
-                         prediction_problem=self.get_option('prediction_problem') or None,
-                         known=None if self.get_option('check_names') else False,
-                         kv_stores=self._kv_stores(settings, variables), **asked)
+        facts = dict(n=block_size, n_kind=n_kind, gpus=gpus, probe=asked['probe'], mamba_blocks=asked['mamba_blocks'],
+                     prediction=asked['prediction'], prediction_problem=self.get_option('prediction_problem') or None)
+        _static, plan = plan_tree.plan_one(
+            host, settings, plan_tree.ConfigReader(read_model_config), facts,
+            override=settings.get('vllm_server_model_config'), paths=self._variable(variables, 'fleet_plan_model_paths'),
+            known=None if self.get_option('check_names') else False, kv_stores=self._kv_stores(settings, variables))
         if unusable:
             plan['errors'] = unusable + list(plan['errors'])
-        plan['request_key'] = key
+        # the N the plan was made with, when it came from the prediction: the roles later ask for it by number
+        planned_n = block_size if block_size is not None or n_kind != 'predicted' else plan['derived']['block_size']
+        plan['request_key'] = request_key(planned_n, gpus=gpus, **asked)
         display.vvv('host_plan: %s planned' % host)
         return [plan]
+
+    def _variable(self, variables, name):
+        """A play or host variable, templated (None when it is not set or cannot be templated)."""
+        if name not in variables:
+            return None
+        try:
+            return self._templar.template(variables[name])
+        except AnsibleError:
+            return None
 
     def _settings(self, host, variables):
         """(the role variables and fleet paths of the host, templated; errors of those that cannot be)."""

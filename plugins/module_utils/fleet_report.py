@@ -235,7 +235,7 @@ def fleet_table(kind, hosts, host_vars):
 
 def _summary_row(host, hv):
     summary = (hv.get('__fleet_plan') or {}).get('summary') or {}
-    prediction = hv.get('__fleet_prediction')
+    prediction = hv.get('__fleet_prediction') or (hv.get('__fleet_plan') or {}).get('prediction')
     gpus = ((hv.get('ansible_facts') or {}).get('fleet_gpus') or {}).get('count', '-')
     return {
         'host': host,

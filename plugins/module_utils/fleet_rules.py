@@ -505,16 +505,16 @@ def derive(p, v, lm, block, source, hybrid, hybrid_source):
 
 
 def max_num_seqs(p, v, block, hybrid, prediction, mamba_blocks):
-    """--max-num-seqs within vLLM's Mamba cache blocks M (mamba_clamp): M as vLLM reported it, else predicted."""
-    mamba = None
-    if hybrid and v['device'] == 'cuda':
-        if isinstance(mamba_blocks, dict) and mamba_blocks.get('mamba_cache_blocks') is not None:
-            mamba = mamba_clamp.rescale(mamba_blocks, block)
-        elif isinstance(prediction, dict) and isinstance(prediction.get('mamba'), dict):
-            mamba = mamba_clamp.rescale(prediction['mamba'], block)
-    memory = (mamba or {}).get('gpu_memory_total_mib')
-    default = mamba_clamp.vllm_default_max_num_seqs(v['device'], memory) if memory else \
-        mamba_clamp.vllm_default_max_num_seqs(v['device'], 160 * 1024)
+    """--max-num-seqs within vLLM's Mamba cache blocks M (mamba_clamp): M as vLLM reported it (on this host, or
+    on its probe group's first host), else predicted; and the error of a model whose weights do not fit the GPU."""
+    cuda = v['device'] == 'cuda'
+    memory = prediction.get('memory') if cuda and isinstance(prediction, dict) else None
+    fit = mamba_clamp.fit_error(host_label(p.host), memory)
+    if fit and fit not in p.errors:
+        p.errors.append(fit)
+    mamba = _mamba_blocks(block, hybrid and cuda, prediction, mamba_blocks)
+    total = (mamba or {}).get('gpu_memory_total_mib') or (memory or {}).get('gpu_memory_total_mib')
+    default = mamba_clamp.vllm_default_max_num_seqs(v['device'], total or 160 * 1024)
     decision = mamba_clamp.decide_max_num_seqs(host_label(p.host), v['max_seqs'], mamba, default,
                                                full_cudagraphs=not v['eager'])
     p.errors.extend(decision['errors'])
@@ -522,11 +522,28 @@ def max_num_seqs(p, v, block, hybrid, prediction, mamba_blocks):
     shown = None
     if mamba is not None:
         shown = dict((k, mamba[k]) for k in ('mamba_cache_blocks', 'source', 'how', 'problem', 'kv_cache_gib',
-                                             'weight_gib', 'weight_source', 'gpu_memory_source') if k in mamba)
+                                             'weight_gib', 'weight_source', 'gpu_memory_source', 'group', 'canary')
+                     if k in mamba)
+        if 'group' in mamba:
+            shown.update(source='group', group_source=mamba.get('source'))
         shown.update(clamped=decision['clamped'], vllm_default_max_num_seqs=default)
     inputs = {'gpu_memory_utilization': v['gpu_util'], 'max_model_len': v['max_len'], 'kv_cache_dtype': v['kv_dtype'],
               'mamba_cache_dtype': v['mamba_dtype'], 'mamba_ssm_cache_dtype': v['ssm_dtype']}
-    return {'max_num_seqs': decision['value'], 'mamba': shown, 'mamba_inputs': inputs}
+    return {'max_num_seqs': decision['value'], 'mamba': shown, 'mamba_inputs': inputs, 'gpu_memory': memory}
+
+
+def _mamba_blocks(block, hybrid_cuda, prediction, mamba_blocks):
+    """M of a hybrid model on CUDA and its source: reported (refusal, cached, group), else predicted, else unknown
+    (``mamba_cache_blocks`` null and ``problem`` saying why); None for any other host."""
+    if not hybrid_cuda:
+        return None
+    if isinstance(mamba_blocks, dict) and mamba_blocks.get('mamba_cache_blocks') is not None:
+        return mamba_clamp.rescale(mamba_blocks, block)
+    if isinstance(prediction, dict) and isinstance(prediction.get('mamba'), dict):
+        return mamba_clamp.rescale(prediction['mamba'], block)
+    return {'mamba_cache_blocks': None, 'source': 'unknown',
+            'problem': 'M was not predicted (the model\'s config.json is not on the control node); vLLM\'s refusal '
+                       'tells it at the first start'}
 
 
 def compare_prediction(p, block, prediction, n_inputs):

@@ -77,14 +77,23 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     return _assemble(p, v, derived, n_inputs, expected, services)
 
 
-def request_key(n=None, probe=None, prediction=None, mamba_blocks=None):
+def request_key(n=None, probe=None, prediction=None, mamba_blocks=None, gpus=None):
     """A digest of what a plan was asked for besides the host's variables: N, the probe's result, the
-    prediction and M. A plan made earlier in the stage with the same key is that stage's plan (the lookup
-    host_plan's ``reuse``: one plan per host per stage)."""
+    prediction (when given), M and the GPUs' memory (gpu facts). A plan made earlier in the stage with the same
+    key is that stage's plan (the lookup host_plan's ``reuse``: one plan per host per stage)."""
     number = as_int(n)
     given = None if n in (None, '') else (number if number is not None else str(n))
-    text = json.dumps([given, probe, prediction, mamba_blocks], sort_keys=True, default=str)
+    text = json.dumps([given, probe, prediction, mamba_blocks, gpu_memory_key(gpus)], sort_keys=True, default=str)
     return hashlib.sha256(text.encode('utf-8')).hexdigest()[:32]
+
+
+def gpu_memory_key(gpus):
+    """What a plan reads of the gpu facts (each GPU's total memory), or None without facts."""
+    if isinstance(gpus, dict):
+        gpus = gpus.get('gpus')
+    if not isinstance(gpus, list):
+        return None
+    return sorted(g.get('memory_total_mib') for g in gpus if isinstance(g, dict) and g.get('memory_total_mib'))
 
 
 def config_source(cfg, model):

@@ -50,20 +50,50 @@ VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 RESERVE_BYTES = 6 * GIB
 WEIGHT_MARGIN = 0.03
 
-# Total memory as nvidia-smi reports it, for a plan without gpu facts (vllm_server_gpu_architecture
-# naming the GPU). Keys are lower-case substrings of the GPU name.
+# Total memory of one GPU as nvidia-smi reports it (memory.total, MiB), for a plan without gpu facts
+# (vllm_server_gpu_architecture naming the GPU, e.g. "NVIDIA H200" or "NVIDIA A100-SXM4-40GB"). Each entry is a
+# regular expression matched against the lower-case name with "-" and "_" read as spaces; the most specific
+# entries come first (GH200 before H200, H100 NVL before H100, A100 80GB before A100, A10G before A10, L40S
+# before L40 before L4). An A100 whose name does not say 80GB is read as the 40GB one, a GH200 as the 96 GB
+# one: the plan errs low.
 GPU_MEMORY_MIB = (
-    ('h200', 143771),
-    ('h100', 81559),
-    ('a100', 81920),
-    ('l40s', 46068),
-    ('b200', 183359),
+    (r'\bgh200\b', 97871),
+    (r'\bh200\b', 143771),
+    (r'\bh100\b.*\bnvl\b', 95830),
+    (r'\bh100\b', 81559),
+    (r'\bh20\b', 97871),
+    (r'\bb200\b', 183359),
+    (r'\ba100\b.*\b80\s*gb?\b', 81920),
+    (r'\ba100\b', 40960),
+    (r'\ba10g\b', 23028),
+    (r'\ba10\b', 23028),
+    (r'\bl40s\b', 46068),
+    (r'\bl40\b', 46068),
+    (r'\bl4\b', 23034),
+    (r'\ba40\b', 46068),
+    (r'\brtx\s+6000\s+ada\b', 49140),
+    (r'\brtx\s+a6000\b', 49140),
 )
 
 DTYPE_BYTES = {'float32': 4, 'float': 4, 'bfloat16': 2, 'float16': 2, 'half': 2}
 
 # The variables that raise M (named in every clamp warning).
 RAISE_M = ('vllm_server_gpu_memory_utilization', 'vllm_server_tensor_parallel_size')
+
+# What makes the weights fit a GPU (named in the error of a model that does not fit).
+FIT_VARIABLES = ('vllm_server_tensor_parallel_size', 'vllm_server_gpu_memory_utilization',
+                 'vllm_server_model (a quantized model)', 'vllm_server_extra_args (--quantization)')
+
+# The least vLLM needs besides the weights (activation peak of the profiling run, CUDA graphs, non-torch
+# allocations): below every overhead measured on the H200 (2.33 GiB at 0.5 with 263 sequences, 5.08 GiB at
+# 0.6 with 1024: benchmarks/results/gpu-clamp-27b-*). Weights per GPU above the GPU's memory x utilization
+# minus this cannot start: the plan refuses such a host.
+FIT_RESERVE_BYTES = 1 * GIB
+
+# Fewer sequences at once than this is named in the clamp warning as a small batch.
+FEW_SEQS = 64
+
+QUANTIZATION_FLAGS = ('--quantization', '-q')
 
 
 def parse_refusal(text):
@@ -91,14 +121,24 @@ def vllm_default_max_num_seqs(platform, gpu_memory_mib=None, gpu_name=None, worl
 def gpu_memory_mib(gpus=None, architecture=None):
     """(MiB, source) of one GPU: the smallest of gpu facts' ``memory_total_mib``, else the table by the
     GPU's name (vllm_server_gpu_architecture); (None, why) when neither says."""
+    if isinstance(gpus, dict):
+        gpus = gpus.get('gpus')
     sizes = [g.get('memory_total_mib') for g in gpus or [] if isinstance(g, dict) and g.get('memory_total_mib')]
     if sizes:
         return int(min(sizes)), 'gpu facts'
-    name = str(architecture or '').lower()
-    for key, mib in GPU_MEMORY_MIB:
-        if key in name:
-            return mib, 'GPU table (%s)' % architecture
+    mib = table_memory_mib(architecture)
+    if mib is not None:
+        return mib, 'GPU table (%s)' % architecture
     return None, 'no gpu facts and vllm_server_gpu_architecture names no GPU of the table'
+
+
+def table_memory_mib(name):
+    """The table's total memory (MiB) of the GPU called ``name`` (the first, most specific match), or None."""
+    text = re.sub(r'[-_]', ' ', str(name or '').lower())
+    for pattern, mib in GPU_MEMORY_MIB:
+        if re.search(pattern, text):
+            return mib
+    return None
 
 
 def layer_counts(text_config):
@@ -222,6 +262,66 @@ def predict_mamba_blocks(config, prediction, gpu_memory_total_mib, gpu_memory_ut
     }
 
 
+def quantized(config, extra_args):
+    """True when the weights are not the dtype's size: a quantized checkpoint (quantization_config) or a
+    --quantization flag among the extra arguments."""
+    text = _text(config) if isinstance(config, dict) else {}
+    if isinstance(config, dict) and (config.get('quantization_config') or text.get('quantization_config')):
+        return True
+    return any(str(arg).split('=')[0] in QUANTIZATION_FLAGS for arg in extra_args or [])
+
+
+def host_memory(config, prediction, gpus=None, architecture=None, gpu_memory_utilization=None,
+                tensor_parallel_size=1, model_dir=None, dtype=None, extra_args=None):
+    """``{'memory': ..., 'mamba': ...}`` of a CUDA host: whether the weights fit one GPU's budget (``memory``:
+    ``fits`` True, False or None when unknown, with its numbers) and, for a hybrid model, M predicted from
+    that GPU (``mamba``: :func:`predict_mamba_blocks`'s dict, or one whose ``problem`` says why M is unknown).
+    Never raises. The GPU's memory is the gpu facts' (deploy read them), else the table's."""
+    mib, memory_source = gpu_memory_mib(gpus, architecture)
+    hybrid = isinstance(prediction, dict) and prediction.get('hybrid')
+    if mib is None:
+        return {'memory': {'fits': None, 'problem': memory_source},
+                'mamba': {'mamba_cache_blocks': None, 'source': 'predicted', 'problem': memory_source} if hybrid
+                else None}
+    util = VLLM_DEFAULT_GPU_MEMORY_UTILIZATION if gpu_memory_utilization in (None, '') else float(gpu_memory_utilization)
+    tp = max(1, int(tensor_parallel_size or 1))
+    memory = {'gpu_memory_total_mib': int(mib), 'gpu_memory_source': memory_source, 'gpu_memory_utilization': util,
+              'budget_gib': round(mib * MIB * util / float(GIB), 2), 'tensor_parallel_size': tp}
+    try:
+        weights = weight_bytes(config, model_dir, dtype)
+        if quantized(config, extra_args) and not weights[1].startswith('safetensors'):
+            raise ValueError('the weights are quantized and the model has no safetensors index on the control node')
+    except (KeyError, TypeError, ValueError, OSError) as exc:
+        problem = 'cannot predict the weights\' size: %s%s' % ('no ' if isinstance(exc, KeyError) else '', exc)
+        memory.update(fits=None, problem=problem)
+        return {'memory': memory, 'mamba': {'mamba_cache_blocks': None, 'source': 'predicted', 'problem': problem}
+                if hybrid else None}
+    per_rank = weights[0] // tp
+    memory.update(weight_gib=round(per_rank / float(GIB), 2), weight_source=weights[1],
+                  fits=per_rank + FIT_RESERVE_BYTES <= mib * MIB * util)
+    mamba = None
+    if hybrid:
+        try:
+            mamba = predict_mamba_blocks(config, prediction, mib, util, weights, tp, memory_source)
+        except (KeyError, TypeError, ValueError) as exc:
+            mamba = {'mamba_cache_blocks': None, 'source': 'predicted',
+                     'problem': 'cannot predict the Mamba cache blocks: %s' % exc}
+    return {'memory': memory, 'mamba': mamba}
+
+
+def fit_error(host, memory):
+    """The error of a host whose weights do not fit its GPU budget (None when they fit or it is unknown)."""
+    if not isinstance(memory, dict) or memory.get('fits') is not False:
+        return None
+    return ('host %s: the model does not fit: its weights need %.2f GiB per GPU (%s, tensor parallel size %d) but one '
+            'GPU gives %.2f GiB (%d MiB from %s x vllm_server_gpu_memory_utilization %s) and vLLM needs at least '
+            '%d GiB more; raise %s or %s, or use %s or %s' % (host, memory['weight_gib'], memory['weight_source'],
+                                       memory['tensor_parallel_size'], memory['budget_gib'],
+                                       memory['gpu_memory_total_mib'], memory['gpu_memory_source'],
+                                       memory['gpu_memory_utilization'], FIT_RESERVE_BYTES // GIB,
+                                       *FIT_VARIABLES))
+
+
 def rescale(mamba, block_size):
     """The predicted M for another N (the probe's): the same KV memory in pages of the new size."""
     if not isinstance(mamba, dict) or mamba.get('source') != 'predicted' or not block_size \
@@ -250,6 +350,21 @@ def cached_blocks(record, key):
         return None
     value = record.get('mamba_cache_blocks')
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def group_blocks(own, probe, canary_blocks, canary_inputs, own_inputs, group):
+    """The M a host of a probe group plans with: the canary's reported M (with ``group`` and ``canary``) when the
+    host took the group's N (``probe['source'] == 'group'``), the canary reported M and the inputs that change M
+    (``derived.mamba_inputs``) are the canary's; otherwise ``own`` (a host's own M always wins)."""
+    if isinstance(own, dict) and own.get('mamba_cache_blocks') is not None and 'group' not in own:
+        return own
+    if not isinstance(probe, dict) or probe.get('source') != 'group' or not isinstance(group, dict):
+        return own
+    if not isinstance(canary_blocks, dict) or canary_blocks.get('mamba_cache_blocks') is None:
+        return own
+    if canary_inputs is None or canary_inputs != own_inputs:
+        return own
+    return dict(canary_blocks, group=group.get('name'), canary=group.get('canary'))
 
 
 def _raise_m_fix(blocks):
@@ -286,7 +401,8 @@ def decide_max_num_seqs(host, explicit, mamba, default, full_cudagraphs=True):
         return out
     if default is not None and default > blocks:
         out.update(value=blocks, clamped=True)
+        few = (' - fewer than %d sequences at once' % FEW_SEQS) if blocks < FEW_SEQS else ''
         out['warnings'].append('host %s: --max-num-seqs lowered from vLLM\'s default %d to the %s Mamba cache blocks '
-                               'M=%d (vLLM refuses more); %s' % (host, default, source, blocks,
-                                                                 _raise_m_fix(blocks)))
+                               'M=%d (vLLM refuses more)%s; %s' % (host, default, source, blocks, few,
+                                                                   _raise_m_fix(blocks)))
     return out

@@ -1,23 +1,30 @@
 # -*- coding: utf-8 -*-
 # Copyright: lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The fleet plan in one pass on the control node (the action plugin lmcache_vllm.fleet.fleet_plan).
+"""The plan pipeline's pure logic (no Ansible), used by every stage.
 
-Pure logic, no Ansible: the prediction of each host's N from its model's configuration (read once
-per distinct model), the checks of every host's plan (all problems at once, in validate.yml's
-words), each host's ``plan.json`` record and the writing of a file only when its content or mode
-differs. The fleet table is ``fleet_report``'s (``plan_row``, ``plan_table``). The plans themselves come from ``host_plan.plan_host``.
+``plan_one`` is each host's plan as every playbook computes it - the action plugin
+lmcache_vllm.fleet.fleet_plan (plan.yml) and the lookup lmcache_vllm.fleet.host_plan (validate.yml, every
+stage of deploy.yml, status.yml, remove.yml, the roles): the host's variables, then the prediction of N
+and of the Mamba cache blocks M from its model's configuration (read once per distinct model) and its GPU
+(gpu facts where a stage read them, else vllm_server_gpu_architecture), then the plan with what the stage
+learnt (the probe's N, M reported by vLLM or taken from the probe group). Also here: the checks of every
+host's plan (all problems at once, in validate.yml's words), each host's ``plan.json`` record and the
+writing of a file only when its content or mode differs. The fleet table is ``fleet_report``'s. The plans
+themselves come from ``host_plan.plan_host``.
 """
 
 from __future__ import annotations
 
 import os
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import mamba_clamp
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import explain_block_size
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import plan_host
 
 
 def prediction_inputs(n_inputs):
-    """The keyword arguments of the prediction (the host's inputs of N), as tasks/predict.yml passes them."""
+    """The keyword arguments of the prediction of N (the host's inputs of N)."""
     return {
         'tensor_parallel_size': n_inputs['tensor_parallel_size'],
         'dtype': n_inputs['dtype'],
@@ -56,16 +63,53 @@ class ConfigReader:
         return config
 
 
-def predict(host, n_inputs, override, reader, paths):
-    """(prediction details or None, the sentence saying why N cannot be predicted or None); never raises."""
+def predict(host, n_inputs, override, reader, paths, gpus=None, gpu_memory_utilization=None):
+    """(prediction details or None, the sentence saying why N cannot be predicted or None); never raises.
+
+    On CUDA the details hold ``memory`` (do the weights fit one GPU's budget) and, for a hybrid model,
+    ``mamba`` (M predicted from that GPU: ``mamba_clamp.host_memory``)."""
     try:
         config = reader.config(override, n_inputs['model'], n_inputs['revision'], paths)
     except LookupError as exc:
         return None, 'host %s: %s' % (host, exc)
     try:
-        return explain_block_size(config, **prediction_inputs(n_inputs)), None
+        prediction = explain_block_size(config, **prediction_inputs(n_inputs))
     except (ValueError, TypeError) as exc:
         return None, 'host %s: cannot predict the block size: %s' % (host, exc)
+    if n_inputs['platform'] == 'cuda':
+        prediction.update(mamba_clamp.host_memory(
+            config, prediction, gpus, n_inputs['gpu_architecture'], gpu_memory_utilization,
+            n_inputs['tensor_parallel_size'], n_inputs['model'], n_inputs['dtype'], n_inputs['extra_args']))
+        if prediction['mamba'] is None:
+            prediction.pop('mamba')
+    return prediction, None
+
+
+def plan_one(host, settings, reader, facts=None, **options):
+    """(the host's plan without N and M, its plan) - the one computation of a host's plan of every stage.
+
+    ``facts``: what the stage learnt - ``n`` and ``n_kind`` (the probe's N; ``n_kind='predicted'`` without ``n``
+    plans with the predicted N), ``probe`` (the probe's result), ``mamba_blocks`` (M vLLM reported, or the
+    group's), ``gpus`` (gpu facts), ``prediction``/``prediction_problem`` (given instead of predicted). ``options``:
+    ``override`` (vllm_server_model_config), ``paths`` (fleet_plan_model_paths), ``kv_stores``, ``known``.
+    The plan carries ``prediction`` and ``prediction_problem``."""
+    facts = facts or {}
+    kv_stores, known = options.get('kv_stores'), options.get('known')
+    static = plan_host(host, settings, kv_stores=kv_stores, known=known)
+    prediction, problem = facts.get('prediction'), facts.get('prediction_problem')
+    if not isinstance(prediction, dict):
+        prediction, predicted_problem = predict(
+            host, static['n_inputs'], options.get('override'), reader, options.get('paths') or [], facts.get('gpus'),
+            static['derived']['mamba_inputs']['gpu_memory_utilization'])
+        problem = problem or predicted_problem
+    n, n_kind = facts.get('n'), facts.get('n_kind')
+    if n in (None, '') and n_kind == 'predicted' and prediction:
+        n = prediction['block_size']
+    plan = plan_host(host, settings, n=n, n_kind=n_kind, probe=facts.get('probe'), prediction=prediction,
+                     prediction_problem=problem, mamba_blocks=facts.get('mamba_blocks'), kv_stores=kv_stores,
+                     known=known)
+    plan.update(prediction=prediction, prediction_problem=problem)
+    return static, plan
 
 
 def check(plans, what, spared='nothing was changed'):
@@ -80,6 +124,7 @@ def check(plans, what, spared='nothing was changed'):
 def record(public, prediction, problem):
     """A host's plan.json: the public plan with the prediction and N's source."""
     out = dict(public)
+    out.pop('request_key', None)
     out.update(prediction=prediction, prediction_problem=problem,
                block_size=public['derived']['block_size'], block_size_source=public['derived']['n_source'])
     return out

@@ -47,7 +47,11 @@ def test_each_model_is_read_once_for_the_whole_fleet():
     results = [plan_tree.predict(p['host'], p['n_inputs'], None, reader, []) for p in plans]
     assert read.calls == [MODEL_DIR]
     expected = explain_block_size(load_config(MODEL_DIR), platform='cuda')
-    assert all(prediction == expected and problem is None for prediction, problem in results)
+    for prediction, problem in results:
+        assert problem is None and dict((k, prediction[k]) for k in expected) == expected
+        # CUDA without a GPU name or gpu facts: no GPU memory, so neither the fit nor M is known (said, not guessed)
+        assert prediction['memory'] == {'fits': None, 'problem': prediction['mamba']['problem']}
+        assert prediction['mamba']['mamba_cache_blocks'] is None
 
 
 def test_a_missing_model_is_a_sentence_naming_the_host_and_is_looked_up_once():
