@@ -23,7 +23,7 @@ description:
     with C(ownership_errors), the path and unit-name problems among C(errors).
   - Every playbook and role of the collection takes its values from this plan; templates only place them.
   - The plan includes the prediction (C(prediction), C(prediction_problem)) of N and, on CUDA, of the Mamba cache
-    blocks M and of whether the weights fit one GPU's budget, computed exactly as C(plan.yml) computes it: from the
+    blocks M and of whether the weights fit one GPU's budget, computed exactly as C(plan.yml) computes it, from the
     model's C(config.json) on the control node (C(vllm_server_model_config), C(vllm_server_model_revision),
     C(fleet_plan_model_paths)) and the GPU's memory (the fact C(fleet_gpus) once C(deploy.yml) read it, else
     C(vllm_server_gpu_architecture) in the collection's GPU table). A model whose weights do not fit is an error
@@ -55,7 +55,7 @@ options:
   prediction:
     description:
       - The prediction's details (filter P(lmcache_vllm.fleet.predicted_block_size#filter) with C(details=true)), to
-        plan with instead of the lookup's own prediction. Leave it out: the lookup predicts N and M itself.
+        plan with instead of the lookup's own prediction; left out, the lookup predicts N and M itself.
     type: raw
   prediction_problem:
     description: Why N could not be predicted (a sentence naming the host).
