@@ -18,11 +18,18 @@ M comes, per host, from the best source there is:
 
 * ``refusal``: vLLM's own error, which names M (:func:`parse_refusal`), cached on the host with the
   inputs that change it (:func:`cache_key`);
+* ``group``: the M the probe group's first host reported (:func:`group_blocks`), when the inputs that
+  change M are the same;
 * ``predicted``: :func:`predict_mamba_blocks` from the model's weight bytes (safetensors index
   ``metadata.total_size``, else the parameter count of the config times the dtype size), the GPU's
   memory (gpu facts, else :data:`GPU_MEMORY_MIB`), the memory utilization and N's page size; it
   keeps :data:`RESERVE_BYTES` plus :data:`WEIGHT_MARGIN` of the weights for the profiling peak, so
-  it errs low (H200, Qwen3.6-27B at 0.6: measured M=604, predicted 556).
+  it errs low (vLLM 0.24.0 on an H200, Qwen3.6-27B, benchmarks/results/gpu-clamp-27b-*: at 0.5 measured
+  M=368, predicted 263; at 0.6 measured 604 with 1024 sequences, predicted 556; at 0.9 predicted 1436,
+  above vLLM's default 1024).
+
+:func:`host_memory` is what the host plan calls (``plan_tree.predict``): the GPU budget (whether the
+weights fit at all: :func:`fit_error`) and M for a hybrid model.
 
 :func:`decide_max_num_seqs` then gives the value the unit runs with: vLLM's default (or the user's
 value) when it fits, else M with a warning; a user's value is never raised, and one above an M

@@ -17,8 +17,11 @@ description:
   - For every host of O(hosts) it computes the host plan without N and checks it (the checks of
     C(lmcache_vllm.fleet.validate)), predicts N from the model's C(config.json) (C(vllm_server_model_config), else
     the model looked up locally as the P(lmcache_vllm.fleet.model_config#lookup) lookup does, with
-    C(fleet_plan_model_paths)), plans the host with the predicted N (else C(vllm_server_expected_block_size)) and
-    checks it again.
+    C(fleet_plan_model_paths)), and on CUDA whether the weights fit one GPU and the Mamba cache blocks M (the GPU's
+    memory from the fact C(fleet_gpus) when set, else C(vllm_server_gpu_architecture) in the collection's GPU
+    table), plans the host with the predicted N (else C(vllm_server_expected_block_size)) and M and checks it again.
+  - The computation is the one of the lookup P(lmcache_vllm.fleet.host_plan#lookup) that C(validate.yml) and every
+    stage of C(deploy.yml) use, so the files written are the ones the roles write for the same N and M.
   - Any problem of any host fails the task with every problem at once, before a file is written.
   - Otherwise it writes, under O(dest), C(<host>/<path on the host>) for every file the roles would write (rendered
     with the roles' own templates, secrets redacted), C(<host>/plan.json), and the fleet table C(fleet.md) and
