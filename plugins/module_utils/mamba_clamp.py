@@ -275,7 +275,7 @@ def quantized(config, extra_args):
     text = _text(config) if isinstance(config, dict) else {}
     if isinstance(config, dict) and (config.get('quantization_config') or text.get('quantization_config')):
         return True
-    return any(str(arg).split('=')[0] in QUANTIZATION_FLAGS for arg in extra_args or [])
+    return any(str(arg).split('=', maxsplit=1)[0] in QUANTIZATION_FLAGS for arg in extra_args or [])
 
 
 def host_memory(config, prediction, gpus=None, architecture=None, gpu_memory_utilization=None,
@@ -320,13 +320,12 @@ def fit_error(host, memory):
     """The error of a host whose weights do not fit its GPU budget (None when they fit or it is unknown)."""
     if not isinstance(memory, dict) or memory.get('fits') is not False:
         return None
+    values = (host, memory['weight_gib'], memory['weight_source'], memory['tensor_parallel_size'],
+              memory['budget_gib'], memory['gpu_memory_total_mib'], memory['gpu_memory_source'],
+              memory['gpu_memory_utilization'], FIT_RESERVE_BYTES // GIB) + FIT_VARIABLES
     return ('host %s: the model does not fit: its weights need %.2f GiB per GPU (%s, tensor parallel size %d) but one '
             'GPU gives %.2f GiB (%d MiB from %s x vllm_server_gpu_memory_utilization %s) and vLLM needs at least '
-            '%d GiB more; raise %s or %s, or use %s or %s' % (host, memory['weight_gib'], memory['weight_source'],
-                                       memory['tensor_parallel_size'], memory['budget_gib'],
-                                       memory['gpu_memory_total_mib'], memory['gpu_memory_source'],
-                                       memory['gpu_memory_utilization'], FIT_RESERVE_BYTES // GIB,
-                                       *FIT_VARIABLES))
+            '%d GiB more; raise %s or %s, or use %s or %s' % values)
 
 
 def rescale(mamba, block_size):
