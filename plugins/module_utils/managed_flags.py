@@ -212,3 +212,29 @@ def argument_problems(args, table):
             continue
         takes_value = not attached and any(table['options'][hit][1] for hit in reached(text, table))
     return out
+
+
+def option_values(args, table):
+    """[(destination, [values])] of every option item of ``args``, in order, read as the parser reads
+    them: a value attached with ``=`` or the items that follow (up to the next option), after the
+    dotted sub-key of a JSON option (``.key``) when one is given. An item that reaches no single option
+    of ``table`` is left out."""
+    out = []
+    current = None
+    for text in (str(arg) for arg in args):
+        name, attached = _rewrite(text, table)
+        if name is None:
+            if current is not None:
+                current[1].append(text)
+            continue
+        hits = reached(text, table)
+        current = None
+        if len(hits) != 1:
+            continue
+        head = text.split('=', 1)[0]
+        sub = ['.' + head.split('.', 1)[1]] if table['dialect'] == 'vllm' and head.startswith('--') and '.' in head else []
+        current = (table['options'][hits[0]][0], sub + ([text.split('=', 1)[1]] if attached and '=' in text else []))
+        out.append(current)
+        if attached:
+            current = None
+    return out

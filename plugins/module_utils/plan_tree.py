@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import explain_block_size
 
 
@@ -58,6 +59,10 @@ class ConfigReader:
 
 def predict(host, n_inputs, override, reader, paths):
     """(prediction details or None, the sentence saying why N cannot be predicted or None); never raises."""
+    declined = vllm_cli.unpredicted(n_inputs.get('extra_n_inputs'))
+    if declined:
+        return None, ('host %s: N is not predicted: vllm_server_extra_args set %s, an input of N the prediction does '
+                      'not model; the probe on the host decides' % (host, ', '.join(declined)))
     try:
         config = reader.config(override, n_inputs['model'], n_inputs['revision'], paths)
     except LookupError as exc:

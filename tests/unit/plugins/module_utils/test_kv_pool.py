@@ -96,6 +96,9 @@ def test_the_adapter_waits_for_n():
     {'vllm_server_version': '0.31.0'},
     {'lmcache_server_version': '0.5.5'},
     {'vllm_server_extra_args': ['--attention-backend', 'TORCH_SDPA']},
+    {'vllm_server_extra_args': ['--attention_backend=TORCH_SDPA']},
+    {'vllm_server_extra_args': ['--kv-cache-dtype-skip-layers', '0']},
+    {'vllm_server_extra_args': ['--hf-overrides', '{"head_dim": 64}']},
     {'vllm_server_gpu_architecture': 'sm90'},
 ])
 def test_hosts_that_differ_get_different_prefixes(change):
@@ -179,6 +182,17 @@ def test_attention_backend_is_read_from_args_and_env():
     assert kv_pool.attention_backend(['--attention-backend', 'TRITON_ATTN'], {}) == 'TRITON_ATTN'
     assert kv_pool.attention_backend([], {'VLLM_ATTENTION_BACKEND': 'FLASHINFER'}) == 'FLASHINFER'
     assert kv_pool.attention_backend([], {}) == 'auto'
+    # any spelling vLLM's parser accepts (the generated table), as the other inputs of N
+    assert kv_pool.attention_backend(['--attention_backend=FLASHINFER'], {}) == 'FLASHINFER'
+    assert kv_pool.attention_backend(['--attention-back', 'FLASHINFER'], {}) == 'FLASHINFER'
+
+
+def test_a_host_without_extra_inputs_of_n_keeps_its_key():
+    """The key hashes extra_n_inputs only when a host sets one: the other hosts' pages stay readable."""
+    inputs = {'model': 'm', 'block_size': 544, 'chunk_size': 544, 'tensor_parallel_size': 1}
+    assert kv_pool.key_prefix('p', dict(inputs, extra_n_inputs={})) == kv_pool.key_prefix('p', inputs)
+    assert kv_pool.key_prefix('p', dict(inputs, extra_n_inputs={'kv_cache_dtype_skip_layers': '0'})) \
+        != kv_pool.key_prefix('p', inputs)
 
 
 def test_adapter_json_for_given_inputs_is_the_plans():
