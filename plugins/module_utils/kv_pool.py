@@ -50,12 +50,16 @@ CREDENTIALS_CROSSED = True
 ADAPTER_ENV = 'LMCACHE_FLEET_L2_ADAPTER'
 LAUNCHER = 'bin/fleet-lmcache-l2'
 DEFAULT_GROUP = 'kv_stores'
-# Everything that must match for an LMCache page to be reusable by another server (and, when a host sets
-# one, the inputs of N that only extra_args carry: ``extra_n_inputs``, vllm_cli.N_EXTRA_INPUTS).
+# Everything that must match for an LMCache page to be reusable by another server (and OPTIONAL_INPUTS).
 PREFIX_INPUTS = ('model', 'revision', 'block_size', 'chunk_size', 'separate_object_groups', 'dtype',
                  'kv_cache_dtype', 'mamba_ssm_cache_dtype', 'mamba_cache_dtype', 'tensor_parallel_size',
                  'platform', 'gpu_family', 'attention_backend', 'vllm_version', 'lmcache_version',
                  'connector_lmcache_version')
+# Inputs hashed only when a host sets them (the keys of the other hosts stay what they were): the draft
+# tokens of speculative decoding (they change the Mamba state's layout) and the inputs of N that only
+# extra_args carry (vllm_cli.N_EXTRA_INPUTS). Every input of N in vllm_cli's table is in the key: as itself,
+# as the resulting N (block_size) or here.
+OPTIONAL_INPUTS = ('num_speculative_tokens', 'extra_n_inputs')
 HASH_CHARS = 12
 # lmcache_server_kv_request_timeout: seconds LMCache waits for the store per request. LMCache's own default (5 s)
 # is what every request waits, L1 hits included, while a store is down or hung (docs/kv-pools.md, "Failure").
@@ -100,6 +104,7 @@ def prefix_inputs(n_inputs, derived, cfg):
         'vllm_version': str(cfg.get('vllm_server_version')),
         'lmcache_version': str(cfg.get('lmcache_server_version')),
         'connector_lmcache_version': str(cfg.get('vllm_server_lmcache_version')),
+        'num_speculative_tokens': n_inputs.get('num_speculative_tokens') or 0,
         'extra_n_inputs': _other_n_inputs(n_inputs, cfg),
     }
 
@@ -112,9 +117,7 @@ def _slug(text, limit=40):
 def key_prefix(pool, inputs):
     """``<pool>.<model>.n<N>.c<chunk>.tp<TP>.<hash>``: readable parts and a hash of every input."""
     pairs = [[name, inputs.get(name)] for name in PREFIX_INPUTS]
-    if inputs.get('extra_n_inputs'):
-        # only when set: the keys of hosts without one stay what they were
-        pairs.append(['extra_n_inputs', inputs['extra_n_inputs']])
+    pairs += [[name, inputs[name]] for name in OPTIONAL_INPUTS if inputs.get(name)]
     canonical = json.dumps(pairs, sort_keys=True)
     digest = hashlib.sha256(canonical.encode('utf-8')).hexdigest()[:HASH_CHARS]
     parts = (pool, _slug(inputs.get('model')), inputs.get('block_size'), inputs.get('chunk_size'),
@@ -321,7 +324,7 @@ def check_pools(members):
         hosts = sorted(by_pool[pool], key=lambda m: str(m.get('host')))
         first = hosts[0]
         for other in hosts[1:]:
-            differ = [name for name in PREFIX_INPUTS + ('extra_n_inputs',)
+            differ = [name for name in PREFIX_INPUTS + OPTIONAL_INPUTS
                       if name in first['inputs'] and name in other['inputs']
                       and first['inputs'][name] is not None and other['inputs'][name] is not None
                       and first['inputs'][name] != other['inputs'][name]]

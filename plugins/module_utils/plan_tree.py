@@ -18,19 +18,12 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_pred
 
 
 def prediction_inputs(n_inputs):
-    """The keyword arguments of the prediction (the host's inputs of N), as tasks/predict.yml passes them."""
-    return {
-        'tensor_parallel_size': n_inputs['tensor_parallel_size'],
-        'dtype': n_inputs['dtype'],
-        'kv_cache_dtype': n_inputs['kv_cache_dtype'],
-        'mamba_ssm_cache_dtype': n_inputs['mamba_ssm_cache_dtype'],
-        'mamba_cache_dtype': n_inputs['mamba_cache_dtype'],
-        'block_size': n_inputs['block_size'],
-        'speculative_config': n_inputs['speculative_config'],
-        'platform': n_inputs['platform'],
-        'architecture': n_inputs['gpu_architecture'],
-        'vllm_version': n_inputs['vllm_version'],
-    }
+    """The keyword arguments of the prediction: the host's inputs of N (vllm_cli's table) and its platform,
+    GPU architecture and vLLM version."""
+    inputs = dict((name, n_inputs[name]) for name in vllm_cli.N_INPUT_NAMES)
+    inputs.update(platform=n_inputs['platform'], architecture=n_inputs['gpu_architecture'],
+                  vllm_version=n_inputs['vllm_version'])
+    return inputs
 
 
 class ConfigReader:

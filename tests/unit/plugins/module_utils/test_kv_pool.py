@@ -98,6 +98,7 @@ def test_the_adapter_waits_for_n():
     {'vllm_server_extra_args': ['--attention-backend', 'TORCH_SDPA']},
     {'vllm_server_extra_args': ['--attention_backend=TORCH_SDPA']},
     {'vllm_server_extra_args': ['--kv-cache-dtype-skip-layers', '0']},
+    {'vllm_server_speculative_config': {'method': 'mtp', 'num_speculative_tokens': 1}},
     {'vllm_server_extra_args': ['--hf-overrides', '{"head_dim": 64}']},
     {'vllm_server_gpu_architecture': 'sm90'},
 ])
@@ -235,3 +236,14 @@ def test_plans_errors_compare_the_pools_of_host_plans():
     # the plan shows the pool without the adapter JSON (it carries the password)
     assert 'adapter_json' not in one['kv_pool'] and PASSWORD not in json.dumps(one['kv_pool'])
     assert one['summary']['kv_pool'] == 'default' and one['summary']['kv_store'] == '10.0.0.9:6379'
+
+
+def test_every_input_of_n_is_in_the_pool_key():
+    """vllm_cli's table of the inputs of N: each is hashed as itself, as the resulting N (block_size, which a
+    user's --block-size only raises) or as an optional input (speculative decoding as its draft tokens)."""
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli
+    as_other = {'block_size': 'block_size', 'speculative_config': 'num_speculative_tokens'}
+    keyed = set(kv_pool.PREFIX_INPUTS) | set(kv_pool.OPTIONAL_INPUTS)
+    for name in vllm_cli.N_INPUT_NAMES:
+        assert as_other.get(name, name) in keyed, name
+    assert 'extra_n_inputs' in kv_pool.OPTIONAL_INPUTS
