@@ -32,6 +32,7 @@ import unicodedata
 # Destinations (argparse ``dest``) the collection sets itself -> the variable to use instead.
 MANAGED_VLLM = {
     'model': 'vllm_server_model',
+    'revision': 'vllm_server_model_revision',
     'host': 'vllm_server_host',
     'port': 'vllm_server_port',
     'uds': 'vllm_server_host and vllm_server_port',
