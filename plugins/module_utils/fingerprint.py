@@ -38,8 +38,7 @@ FINGERPRINT_VERSION = 3
 
 # Options of the probe module that enter the fingerprint, in this order: the inputs of N are vllm_cli's
 # table (N_INPUT_NAMES); the extra arguments carry the inputs of N that have no variable (N_EXTRA_INPUTS).
-FINGERPRINT_FIELDS = ("model", "vllm_version", "platform") + N_INPUT_NAMES + ("extra_args", "env", "probe_mode",
-                                                                             "hardware")
+FINGERPRINT_FIELDS = ("model", "vllm_version", "platform") + N_INPUT_NAMES + ("extra_args", "env", "probe_mode", "hardware")
 
 # Environment variables that never change N: left out of the fingerprint.
 # (The service's whole environment is passed to the probe: its locations, proxies, hub and

@@ -10,9 +10,14 @@ import os
 import pytest
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fingerprint
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import hardware_groups
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import launch
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import managed_flags
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_tree
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli_table
+from fleet_collection import REPO_ROOT
 
 # A value other than vLLM's default for every input of N, and the variable that sets it.
 NON_DEFAULT = {
@@ -73,18 +78,13 @@ def test_normalised_values():
 
 
 # ----------------------------------------------------------------------------- inputs of N only extra_args carry
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import hardware_groups  # noqa: E402
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import managed_flags  # noqa: E402
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_tree  # noqa: E402
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli_table  # noqa: E402
-from fleet_collection import REPO_ROOT  # noqa: E402
-
 MODEL_DIR = os.path.join(REPO_ROOT, 'tests', 'fixtures', 'models', 'qwen3.5-0.8b')
 
 
 def load_config(term, revision='main', paths=None):
     with open(os.path.join(term, 'config.json'), encoding='utf-8') as handle:
         return json.load(handle)
+
 
 SKIP = ['--kv-cache-dtype-skip-layers', '0', '3']
 
