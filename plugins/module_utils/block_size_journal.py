@@ -40,6 +40,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log 
     LogScanner,
     ProbeError,
     block_size_decision,
+    reporting_ranks,
     scan_text,
 )
 
@@ -181,9 +182,12 @@ def journal_block_size(text, expected_ranks=1, requested=None, platform="cuda", 
     if state == "failed":
         return None, "the service's journal shows that its engine failed to start"
     if state not in ("found", "ready"):
+        if scanner.reported(expected_ranks):
+            return None, ("the service's journal ends at its block size record (vLLM may set N again at once): "
+                          "not settled yet")
         if scanner.block_lines:
             return None, ("the service's journal has the block size from %d of %d ranks so far"
-                          % (len(scanner.block_lines), expected_ranks))
+                          % (len(reporting_ranks(scanner.block_lines)), expected_ranks))
         return None, "the service has not logged the attention block size (yet)"
     try:
         result = block_size_decision(scanner, state, expected_ranks=expected_ranks,

@@ -9,6 +9,18 @@ Mamba / Gated-DeltaNet state page::
     (EngineCore pid=187) INFO 05-01 17:08:53 [interface.py:606] Setting attention
     block size to 1568 tokens to ensure that attention page size is >= mamba page size.
 
+vLLM >= 0.32 can set N a second time in the same call, after the Mamba alignment, when layers keep a
+higher-precision KV cache (``--kv-cache-dtype-skip-layers``, or a TurboQuant/UltraQuant KV dtype, which
+adds its boundary layers)::
+
+    (EngineCore pid=187) INFO 05-01 17:08:53 [interface.py:924] Setting attention block size to 2048
+    tokens so the quantized primary KV page covers the higher-precision padded-spec page.
+
+and vLLM's XPU platform may round it once more (``[XPU]Setting attention block size to N tokens to
+ensure multiple of 64.``). N is the value vLLM finally settles on: each rank's last record of any of
+these sentences, read only once that rank has logged a later line (or the engine moved on), so that a
+probe never stops between two records.
+
 N is taken only from vLLM's own log record of that message (vllm/logger.py's format
 ``[<process> pid=<n>) ]INFO MM-DD HH:MM:SS [<file>.py:<line>] <message>``, the file being the
 platform's ``interface.py`` (vLLM >= 0.20) or the model config's ``config.py`` (older), bare or as
@@ -41,9 +53,13 @@ BLOCK_RECORD_RE = re.compile(
     r"(?:\[(?:[A-Za-z0-9_]+/)*(?:interface|config)\.py:\d+\] "
     r"Setting attention block size to (?P<n>\d+) tokens to ensure that attention page size is "
     r">= mamba page size\."
-    # vLLM's XPU platform logs its own sentence
+    # vLLM >= 0.32: the second alignment (a quantized KV cache beside higher-precision skip layers)
+    r"|\[(?:[A-Za-z0-9_]+/)*interface\.py:\d+\] "
+    r"Setting attention block size to (?P<qn>\d+) tokens so the quantized primary KV page covers the "
+    r"higher-precision padded-spec page\."
+    # vLLM's XPU platform logs its own sentence ("..., ..." before 0.32, "." since)
     r"|\[(?:[A-Za-z0-9_]+/)*xpu\.py:\d+\] \[XPU\] ?Setting attention block size to (?P<xn>\d+) tokens "
-    r"to ensure multiple of \d+,.*)$")
+    r"to ensure multiple of \d+(?:,.*|\.))$")
 # bounds of the scanner's memory
 MAX_LINE_CHARS = 16384
 HEAD_LINES = 200
@@ -78,7 +94,7 @@ HYBRID_HINT_RE = re.compile(
 ENGINE_BUILT_RE = re.compile(r"^fleet-probe: engine built: block_size=(\d+) hybrid=(True|False)")
 # Block size as vLLM reports it elsewhere, when it does not print the line.
 # (both only as the whole message of one of vLLM's own log records, see record_messages)
-KV_BACKEND_BLOCK_RE = re.compile(r"^Setting kv cache block size to (\d+) for \S+ backend\.?$")
+KV_BACKEND_BLOCK_RE = re.compile(r"^Setting kv cache block size to (\d+) for \S+ backend(?:\(s\))?\.?$")
 NON_DEFAULT_ARGS = "non-default args: "
 
 # A Python exception line: "ValueError: ...", "torch.OutOfMemoryError: ...",
@@ -170,7 +186,8 @@ def block_record(line):
     if not m:
         return None
     pid = int(m.group("pid")) if m.group("pid") else None
-    return BlockSizeLine(m.group("proc") or "main", pid, int(m.group("n") or m.group("xn")), line)
+    n = m.group("n") or m.group("qn") or m.group("xn")
+    return BlockSizeLine(m.group("proc") or "main", pid, int(n), line)
 
 
 def kernel_alignment(platform, vllm_version=None):
@@ -207,19 +224,30 @@ def reporting_ranks(lines):
     return sorted(set(rank_key(e) for e in lines))
 
 
+def final_lines(lines):
+    """Each reporter's last block size record (the N it settled on), in the order of those records."""
+    last = collections.OrderedDict()
+    for entry in lines:
+        key = rank_key(entry)
+        last.pop(key, None)
+        last[key] = entry
+    return list(last.values())
+
+
 def resolve_block_size(lines):
-    """The single N all reporters agree on.
+    """The single N all reporters settled on (each reporter's last record).
 
     Raises ProbeError when there is no line or when ranks disagree.
     """
     if not lines:
         raise ProbeError("vLLM did not log 'Setting attention block size to N tokens'")
-    values = sorted(set(e.n for e in lines))
+    final = final_lines(lines)
+    values = sorted(set(e.n for e in final))
     if len(values) > 1:
-        detail = ", ".join("%s(pid %s)=%d" % (e.proc, e.pid, e.n) for e in lines)
+        detail = ", ".join("%s(pid %s)=%d" % (e.proc, e.pid, e.n) for e in final)
         raise ProbeError(
             "vLLM ranks disagree on the attention block size: %s" % detail,
-            outcome="ranks_disagree", reports=reports_of(lines),
+            outcome="ranks_disagree", reports=reports_of(final),
         )
     return values[0]
 
@@ -379,8 +407,9 @@ class LogScanner(object):
     """Incremental scanner fed with raw log chunks while vLLM starts.
 
     state(expected_ranks) returns:
-      ``found``  every expected rank reported (or the engine moved on after
-                 at least one report);
+      ``found``  every expected rank reported and logged a later line (vLLM
+                 may set N again right after its first record), or the
+                 engine moved on after at least one report;
       ``ready``  vLLM is serving and never printed the line;
       ``failed`` vLLM reported that the engine could not start;
       None       keep waiting.
@@ -397,6 +426,8 @@ class LogScanner(object):
         self.line_count = 0
         self.cut_lines = 0
         self.block_lines = []
+        # processes whose last line so far is a block size record: vLLM may set N again right after
+        self.unsettled = set()
         self.ready = False
         self.moved_on = False
         self.engine_failed = False
@@ -453,11 +484,15 @@ class LogScanner(object):
         entry = block_record(line)
         if entry is not None:
             self.block_lines.append(entry)
-            del self.block_lines[:-256]  # one report per rank is enough
+            del self.block_lines[:-256]  # the last reports of each rank are enough
+            self.unsettled.add((entry.proc, entry.pid))
             return
         pm = PADDING_RE.search(line)
         if pm:
             self.padding_pct = float(pm.group(1))
+        elif self.unsettled:
+            # a later line of the same process: that process's block size decision is taken
+            self.unsettled.discard(split_prefix(line.strip())[:2])
         em = ENGINE_BUILT_RE.search(line)
         if em:
             self.engine_block_size = int(em.group(1))
@@ -475,9 +510,13 @@ class LogScanner(object):
     def text(self):
         return "\n".join(self.lines + ([self._buf] if self._buf else []))
 
+    def reported(self, expected_ranks=1):
+        """True when every expected rank has logged the block size (settled or not)."""
+        return len(reporting_ranks(self.block_lines)) >= max(1, int(expected_ranks))
+
     def state(self, expected_ranks=1):
         if self.block_lines:
-            if len(reporting_ranks(self.block_lines)) >= max(1, int(expected_ranks)):
+            if self.reported(expected_ranks) and not self.unsettled:
                 return "found"
             if self.moved_on or self.ready:
                 return "found"
@@ -522,13 +561,16 @@ def _decision(scanner, state, expected_ranks, requested, platform):
         out["padding_pct"] = scanner.padding_pct
     if state == "found":
         n = resolve_block_size(scanner.block_lines)
-        ranks = len(reporting_ranks(scanner.block_lines))
+        final = final_lines(scanner.block_lines)
+        ranks = len(final)
         reason = "vLLM logged the attention block size"
         if int(expected_ranks or 1) > 1:
             reason += " (%d of %d tensor-parallel ranks reported, all %d)" % (
                 min(ranks, expected_ranks), expected_ranks, n)
+        if len(scanner.block_lines) > ranks:
+            reason += "; the last of vLLM's %d records of it" % len(scanner.block_lines)
         out.update(vllm_block_size=n, outcome="found", reason=reason,
-                   log_line=scanner.block_lines[0].line, reports=reports_of(scanner.block_lines))
+                   log_line=final[-1].line, reports=reports_of(final))
         return out
     if state != "ready":
         raise ProbeError("vLLM's log shows neither the block size nor a ready server (state %s)" % state)

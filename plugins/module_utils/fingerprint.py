@@ -26,6 +26,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import (
     redact_text,
 )
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import (
+    N_INPUT_NAMES,
     n_input_values,
     n_inputs_of,
     normalize_json_option,
@@ -35,23 +36,9 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import
 # 3: environment values outside ENV_N_ALLOWLIST and secret-named flags' values are kept only as hashes.
 FINGERPRINT_VERSION = 3
 
-# Options of the probe module that enter the fingerprint, in this order.
-FINGERPRINT_FIELDS = (
-    "model",
-    "vllm_version",
-    "platform",
-    "tensor_parallel_size",
-    "dtype",
-    "kv_cache_dtype",
-    "mamba_ssm_cache_dtype",
-    "mamba_cache_dtype",
-    "block_size",
-    "speculative_config",
-    "extra_args",
-    "env",
-    "probe_mode",
-    "hardware",
-)
+# Options of the probe module that enter the fingerprint, in this order: the inputs of N are vllm_cli's
+# table (N_INPUT_NAMES); the extra arguments carry the inputs of N that have no variable (N_EXTRA_INPUTS).
+FINGERPRINT_FIELDS = ("model", "vllm_version", "platform") + N_INPUT_NAMES + ("extra_args", "env", "probe_mode", "hardware")
 
 # Environment variables that never change N: left out of the fingerprint.
 # (The service's whole environment is passed to the probe: its locations, proxies, hub and

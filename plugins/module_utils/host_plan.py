@@ -123,6 +123,7 @@ def _n_inputs(cfg, v):
         'gpu_architecture': cfg.get('vllm_server_gpu_architecture') or None,
         'vllm_version': cfg.get('vllm_server_version'),
         'extra_args': v['extra'],
+        'extra_n_inputs': vllm_cli.extra_n_inputs(v['extra']),
         'config': config_source(cfg, v['model']),
     }
 

@@ -30,6 +30,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_ru
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import as_bool, fmt_value, host_label, msg
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config as store
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import package_spec
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli
 
 ADAPTER_TYPE = 'valkey'
 # LMCache's valkey adapter imports glide_sync, which LMCache does not declare; its worker pool names
@@ -49,11 +50,16 @@ CREDENTIALS_CROSSED = True
 ADAPTER_ENV = 'LMCACHE_FLEET_L2_ADAPTER'
 LAUNCHER = 'bin/fleet-lmcache-l2'
 DEFAULT_GROUP = 'kv_stores'
-# Everything that must match for an LMCache page to be reusable by another server.
+# Everything that must match for an LMCache page to be reusable by another server (and OPTIONAL_INPUTS).
 PREFIX_INPUTS = ('model', 'revision', 'block_size', 'chunk_size', 'separate_object_groups', 'dtype',
                  'kv_cache_dtype', 'mamba_ssm_cache_dtype', 'mamba_cache_dtype', 'tensor_parallel_size',
                  'platform', 'gpu_family', 'attention_backend', 'vllm_version', 'lmcache_version',
                  'connector_lmcache_version')
+# Inputs hashed only when a host sets them (the keys of the other hosts stay what they were): the draft
+# tokens of speculative decoding (they change the Mamba state's layout) and the inputs of N that only
+# extra_args carry (vllm_cli.N_EXTRA_INPUTS). Every input of N in vllm_cli's table is in the key: as itself,
+# as the resulting N (block_size) or here.
+OPTIONAL_INPUTS = ('num_speculative_tokens', 'extra_n_inputs')
 HASH_CHARS = 12
 # lmcache_server_kv_request_timeout: seconds LMCache waits for the store per request. LMCache's own default (5 s)
 # is what every request waits, L1 hits included, while a store is down or hung (docs/kv-pools.md, "Failure").
@@ -62,14 +68,20 @@ REQUEST_TIMEOUT_MAX = 60
 
 
 def attention_backend(extra_args, env):
-    """The attention backend the host forces (``--attention-backend`` or ``VLLM_ATTENTION_BACKEND``), or auto."""
-    args = [str(a) for a in extra_args or []]
-    for index, arg in enumerate(args):
-        if arg.startswith('--attention-backend='):
-            return arg.split('=', 1)[1]
-        if arg in ('--attention-backend', '--attention_backend') and index + 1 < len(args):
-            return args[index + 1]
+    """The attention backend the host forces (``--attention-backend`` in any spelling vLLM accepts, or
+    ``VLLM_ATTENTION_BACKEND``), or auto."""
+    given = vllm_cli.extra_n_inputs(extra_args).get('attention_backend')
+    if given not in (None, True):
+        return given
     return str((env or {}).get('VLLM_ATTENTION_BACKEND') or 'auto')
+
+
+def _other_n_inputs(n_inputs, cfg):
+    """The inputs of N set through extra_args (vllm_cli.N_EXTRA_INPUTS) besides the attention backend."""
+    given = n_inputs.get('extra_n_inputs')
+    if given is None:
+        given = vllm_cli.extra_n_inputs(cfg.get('vllm_server_extra_args'))
+    return dict((k, v) for k, v in given.items() if k != 'attention_backend')
 
 
 def prefix_inputs(n_inputs, derived, cfg):
@@ -92,6 +104,8 @@ def prefix_inputs(n_inputs, derived, cfg):
         'vllm_version': str(cfg.get('vllm_server_version')),
         'lmcache_version': str(cfg.get('lmcache_server_version')),
         'connector_lmcache_version': str(cfg.get('vllm_server_lmcache_version')),
+        'num_speculative_tokens': n_inputs.get('num_speculative_tokens') or 0,
+        'extra_n_inputs': _other_n_inputs(n_inputs, cfg),
     }
 
 
@@ -102,7 +116,9 @@ def _slug(text, limit=40):
 
 def key_prefix(pool, inputs):
     """``<pool>.<model>.n<N>.c<chunk>.tp<TP>.<hash>``: readable parts and a hash of every input."""
-    canonical = json.dumps([[name, inputs.get(name)] for name in PREFIX_INPUTS], sort_keys=False)
+    pairs = [[name, inputs.get(name)] for name in PREFIX_INPUTS]
+    pairs += [[name, inputs[name]] for name in OPTIONAL_INPUTS if inputs.get(name)]
+    canonical = json.dumps(pairs, sort_keys=True)
     digest = hashlib.sha256(canonical.encode('utf-8')).hexdigest()[:HASH_CHARS]
     parts = (pool, _slug(inputs.get('model')), inputs.get('block_size'), inputs.get('chunk_size'),
              inputs.get('tensor_parallel_size'), digest)
@@ -308,7 +324,7 @@ def check_pools(members):
         hosts = sorted(by_pool[pool], key=lambda m: str(m.get('host')))
         first = hosts[0]
         for other in hosts[1:]:
-            differ = [name for name in PREFIX_INPUTS
+            differ = [name for name in PREFIX_INPUTS + OPTIONAL_INPUTS
                       if name in first['inputs'] and name in other['inputs']
                       and first['inputs'][name] is not None and other['inputs'][name] is not None
                       and first['inputs'][name] != other['inputs'][name]]

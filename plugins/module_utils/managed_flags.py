@@ -16,19 +16,23 @@ exact names, ``--flag=value``, underscores for dashes and dotted JSON sub-keys (
 abbreviations argparse accepts (``allow_abbrev``, for ``--long`` and ``-short`` options) and
 short options written together with their value or with other short flags (``-tp2``).
 ``MANAGED_VLLM``/``MANAGED_LMCACHE`` map the destinations the collection sets itself to the
-variable to use instead.
+variable to use instead. ``argument_problems(args, table)`` lists what the parser itself would refuse in a
+list of extra arguments (an option it does not have, with the nearest it has; an ambiguous abbreviation; a
+value given to an option that takes none; a value no option takes).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import difflib
 import re
 import unicodedata
 
 # Destinations (argparse ``dest``) the collection sets itself -> the variable to use instead.
 MANAGED_VLLM = {
     'model': 'vllm_server_model',
+    'revision': 'vllm_server_model_revision',
     'host': 'vllm_server_host',
     'port': 'vllm_server_port',
     'uds': 'vllm_server_host and vllm_server_port',
@@ -162,3 +166,76 @@ def file_option(arg, table):
         if table['options'][option][0] in table['file_dests']:
             return option
     return None
+
+
+def suggestions(name, table, limit=3):
+    """The long options of ``table`` nearest to the unknown option ``name`` (difflib), best first."""
+    longs = [option for option in table['options'] if option.startswith('--')]
+    return difflib.get_close_matches(name, longs, n=limit, cutoff=0.6)
+
+
+def _option_problem(text, name, attached, table):
+    """The parser's objection to the option item ``text`` (read as ``name``), or None."""
+    options = table['options']
+    hits = reached(text, table)
+    if not hits:
+        near = suggestions(name, table)
+        return ('is not an option of %s %s' % (table['program'], table['version']),
+                'did you mean %s?' % ' or '.join(near) if near else 'see `%s --help`' % table['program'])
+    if name.startswith('--') and name not in options and len(hits) > 1:
+        return ('is an ambiguous abbreviation (%s %s reads it as any of %s)'
+                % (table['program'], table['version'], ', '.join(hits[:5])), 'write the option in full')
+    if attached and len(hits) == 1 and not options[hits[0]][1] and not hits[0].startswith('-O'):
+        return ('gives a value to %s, which takes none' % hits[0], 'write %s alone' % hits[0])
+    return None
+
+
+def argument_problems(args, table):
+    """[(item, problem, fix)] for every item of ``args`` that ``table``'s parser would refuse when
+    the list follows the collection's own flags: an option it does not have (with the nearest ones it
+    has), an ambiguous abbreviation, ``--flag=value`` for a flag that takes no value, and a value that
+    no option takes (the first item, or one after an option that takes none)."""
+    out = []
+    takes_value = False
+    for index, text in enumerate(str(arg) for arg in args):
+        name, attached = _rewrite(text, table)
+        if name is None:
+            if not takes_value:
+                out.append((text, 'is a value that no option takes (%s)'
+                            % ('the first item' if index == 0 else 'it follows an option that takes none'),
+                            'put it after the option it belongs to, or remove it'))
+            takes_value = True  # a value may be followed by more values (nargs '+')
+            continue
+        problem = _option_problem(text, name, attached, table)
+        if problem is not None:
+            out.append((text,) + problem)
+            takes_value = True  # its value (if any) is not reported again
+            continue
+        takes_value = not attached and any(table['options'][hit][1] for hit in reached(text, table))
+    return out
+
+
+def option_values(args, table):
+    """[(destination, [values])] of every option item of ``args``, in order, read as the parser reads
+    them: a value attached with ``=`` or the items that follow (up to the next option), after the
+    dotted sub-key of a JSON option (``.key``) when one is given. An item that reaches no single option
+    of ``table`` is left out."""
+    out = []
+    current = None
+    for text in (str(arg) for arg in args):
+        name, attached = _rewrite(text, table)
+        if name is None:
+            if current is not None:
+                current[1].append(text)
+            continue
+        hits = reached(text, table)
+        current = None
+        if len(hits) != 1:
+            continue
+        head = text.split('=', 1)[0]
+        sub = ['.' + head.split('.', 1)[1]] if table['dialect'] == 'vllm' and head.startswith('--') and '.' in head else []
+        current = (table['options'][hits[0]][0], sub + ([text.split('=', 1)[1]] if attached and '=' in text else []))
+        out.append(current)
+        if attached:
+            current = None
+    return out

@@ -18,25 +18,18 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import mamba_clamp
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import mamba_clamp, vllm_cli
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import explain_block_size
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import plan_host
 
 
 def prediction_inputs(n_inputs):
-    """The keyword arguments of the prediction of N (the host's inputs of N)."""
-    return {
-        'tensor_parallel_size': n_inputs['tensor_parallel_size'],
-        'dtype': n_inputs['dtype'],
-        'kv_cache_dtype': n_inputs['kv_cache_dtype'],
-        'mamba_ssm_cache_dtype': n_inputs['mamba_ssm_cache_dtype'],
-        'mamba_cache_dtype': n_inputs['mamba_cache_dtype'],
-        'block_size': n_inputs['block_size'],
-        'speculative_config': n_inputs['speculative_config'],
-        'platform': n_inputs['platform'],
-        'architecture': n_inputs['gpu_architecture'],
-        'vllm_version': n_inputs['vllm_version'],
-    }
+    """The keyword arguments of the prediction: the host's inputs of N (vllm_cli's table) and its platform,
+    GPU architecture and vLLM version."""
+    inputs = dict((name, n_inputs[name]) for name in vllm_cli.N_INPUT_NAMES)
+    inputs.update(platform=n_inputs['platform'], architecture=n_inputs['gpu_architecture'],
+                  vllm_version=n_inputs['vllm_version'])
+    return inputs
 
 
 class ConfigReader:
@@ -68,6 +61,10 @@ def predict(host, n_inputs, override, reader, paths, gpus=None, gpu_memory_utili
 
     On CUDA the details hold ``memory`` (do the weights fit one GPU's budget) and, for a hybrid model,
     ``mamba`` (M predicted from that GPU: ``mamba_clamp.host_memory``)."""
+    declined = vllm_cli.unpredicted(n_inputs.get('extra_n_inputs'))
+    if declined:
+        return None, ('host %s: N is not predicted: vllm_server_extra_args set %s, an input of N the prediction does '
+                      'not model; the probe on the host decides' % (host, ', '.join(declined)))
     try:
         config = reader.config(override, n_inputs['model'], n_inputs['revision'], paths)
     except LookupError as exc:

@@ -255,6 +255,9 @@ def vllm_argv(cfg, service, derived, v):
     argv = [service['bin'], 'serve', model,
             '--host', cfg.get('vllm_server_host'), '--port', cfg.get('vllm_server_port'),
             '--served-model-name', v['served'] or model]
+    if v['n_inputs'].get('revision'):
+        # the revision the probe and the prediction read (vllm_server_model_revision): an input of N
+        argv += ['--revision', v['n_inputs']['revision']]
     argv += vllm_cli.n_input_argv(v['n_inputs'], explicit=True)
     argv += ['--enable-prefix-caching'] if derived.get('enable_prefix_caching') else ['--no-enable-prefix-caching']
     if derived.get('mamba_cache_mode') is not None:

@@ -215,8 +215,8 @@ def service_values(p, device, hybrid, secrets):
     _check_exposure(p, secrets)
     v['env'] = _env_mapping(p, 'vllm_server_env', VLLM_MANAGED_ENV, 'vLLM')
     lm['env'] = _env_mapping(p, 'lmcache_server_env', LMCACHE_MANAGED_ENV, 'LMCache')
-    v['extra'] = _extra_args(p, 'vllm_server_extra_args', VLLM_MANAGED_FLAGS)
-    lm['extra'] = _extra_args(p, 'lmcache_server_extra_args', LMCACHE_MANAGED_FLAGS)
+    v['extra'] = _extra_args(p, 'vllm_server_extra_args', VLLM_MANAGED_FLAGS, 'vllm_server_version')
+    lm['extra'] = _extra_args(p, 'lmcache_server_extra_args', LMCACHE_MANAGED_FLAGS, 'lmcache_server_version')
     return v, lm
 
 
@@ -396,7 +396,8 @@ def fmt_env_value(value):
     return str(value)
 
 
-def _extra_args(p, name, table):
+def _extra_args(p, name, table, version_variable):
+    """The checked items of extra_args: no managed setting, no file of flags, nothing the parser refuses."""
     value = p.get(name)
     if value in (None, ''):
         return []
@@ -412,6 +413,9 @@ def _extra_args(p, name, table):
         if _refused_extra_arg(p, name, value, text, table):
             continue
         out.append(text)
+    if len(out) == len(value):
+        # read as the parser reads the whole list (an item refused above may be a secret or a value's flag)
+        _parser_checks(p, name, out, table[0], version_variable)
     return out
 
 
@@ -436,6 +440,27 @@ def _refused_extra_arg(p, name, value, text, table):
     else:
         p.error(name, value, 'sets %s, which the collection manages' % spelled, 'use %s instead' % dedicated)
     return True
+
+
+def _parser_checks(p, name, args, table, version_variable):
+    """What the pinned program's own parser would refuse in ``args`` (managed_flags.argument_problems).
+
+    The table describes one release (``table['version']``): a host that installs that release gets
+    an error per problem, before any host changes; a host that pins another release gets a warning
+    (the table says nothing certain about that release's options), naming both versions."""
+    problems = managed_flags.argument_problems(args, table)
+    if not problems:
+        return
+    pinned = p.get(version_variable)
+    same = package_spec.same_version(str(pinned), table['version'])
+    for item, problem, fix in problems:
+        if same:
+            p.error(name, args, 'has %s, which %s' % (json.dumps(item), problem),
+                    '%s; %s refuses the command line otherwise' % (fix, table['program']))
+        else:
+            p.warn(name, args, 'has %s, which %s (the table the collection checks with; this host pins %s=%s, '
+                   'which is not checked)' % (json.dumps(item), problem, version_variable, pinned),
+                   '%s, or check it against `%s --help` of %s' % (fix, table['program'], pinned))
 
 
 def _check_exposure(p, secrets):

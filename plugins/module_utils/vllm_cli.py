@@ -9,6 +9,14 @@ fingerprint's field), its flag, vLLM's default and how a value is normalised. Th
 argv (``host_plan``), the probe's argv (``_probe.launch.build_probe_argv``) and the fingerprint
 (``fingerprint.fingerprint_inputs``) all read it: a new flag that changes N is added here.
 
+``N_EXTRA_INPUTS`` lists the options of the pinned vLLM that change N and that the collection has
+no variable for: they reach vLLM (and the probe, which runs with the service's extra arguments) only
+through ``vllm_server_extra_args``. ``extra_n_inputs`` reads their values from those arguments (the
+host plan's ``n_inputs['extra_n_inputs']``): the probe groups and the L2 pool key hash them, and the
+prediction declines (the probe decides) when one is set to a value it does not model
+(``unpredicted``). Every other input of N in vLLM 0.32.0 is a variable of the collection (above),
+the model (its config.json and revision), the platform, the vLLM version or the hardware.
+
 The managed-flag tables (every spelling vLLM's and LMCache's parsers accept) live beside it,
 in ``vllm_cli_table`` and ``lmcache_cli_table`` (generated) and ``managed_flags``.
 """
@@ -20,6 +28,9 @@ __metaclass__ = type
 import collections
 import copy
 import json
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import managed_flags
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli_table
 
 # name: key in n_inputs, probe option and fingerprint field; flag: vLLM's flag; default: the value
 # vLLM uses when the flag is absent; kind: int (default 1), choice ('auto' = vLLM's choice),
@@ -39,6 +50,49 @@ N_INPUTS = (
 N_INPUT_NAMES = tuple(item.name for item in N_INPUTS)
 # The model is vLLM's positional argument (``vllm serve MODEL``), an input of N too.
 MODEL_POSITIONAL = 'model'
+
+
+# dest: vLLM's option destination; flag: its option; predicted: the values the prediction models (the
+# platform's default choice included), () for none; why: how it changes N (vLLM 0.32.0,
+# vllm/platforms/interface.py update_block_size_for_backend unless said otherwise).
+NExtraInput = collections.namedtuple('NExtraInput', 'dest flag predicted why')
+
+N_EXTRA_INPUTS = (
+    NExtraInput('kv_cache_dtype_skip_layers', '--kv-cache-dtype-skip-layers', (),
+                'layers kept out of a quantized KV cache: vLLM aligns N a second time, after the Mamba alignment, '
+                'so the quantized page covers the higher-precision one'),
+    NExtraInput('attention_backend', '--attention-backend', ('FLASH_ATTN', 'FLASHINFER', 'TRITON_ATTN'),
+                "the backend's smallest kernel block and its page layout align N (the prediction models the "
+                'backends whose smallest kernel block is 16)'),
+    NExtraInput('attention_config', '--attention-config', (),
+                'carries the attention backend (its "backend" key), as --attention-backend'),
+    NExtraInput('hf_overrides', '--hf-overrides', (),
+                "changes the model's configuration (heads, head and state sizes, dtypes) that N is computed from"),
+    NExtraInput('hf_config_path', '--hf-config-path', (),
+                'reads the configuration N is computed from from another place than the model'),
+)
+N_EXTRA_DESTS = tuple(item.dest for item in N_EXTRA_INPUTS)
+
+
+def extra_n_inputs(extra_args):
+    """{dest: value} of the ``N_EXTRA_INPUTS`` that ``extra_args`` set, read as vLLM's parser reads them
+    (any spelling it accepts); a value is the text after the flag, its values joined by a space, or
+    True for a flag given without one. The last one given wins, as in argparse."""
+    found = {}
+    for dest, values in managed_flags.option_values(extra_args or [], vllm_cli_table.TABLE):
+        if dest in N_EXTRA_DESTS:
+            found[dest] = ' '.join(values) if values else True
+    return found
+
+
+def unpredicted(values):
+    """The flags among ``values`` (``extra_n_inputs``) whose value the prediction does not model."""
+    out = []
+    for item in N_EXTRA_INPUTS:
+        if item.dest in (values or {}) and str(values[item.dest]).upper() not in item.predicted:
+            value = values[item.dest]
+            out.append(item.flag if value is True else item.flag + ('' if value.startswith('.') else ' ') + value)
+    return out
 
 
 def canonical_json(value):

@@ -191,8 +191,11 @@ def test_host_with_a_model_outside_the_fleet_is_refused(runner, tmp_path):
      'sets --kv-transfer-config.kv_connector, which the collection manages; use vllm_server_kv_connector'),
     ({'lmcache_server_version': '0.5.6 '},
      'host bad-01: lmcache_server_version=0.5.6  has spaces around it; use one exact version such as "0.5.6" (PEP 440)'),
+    ({'vllm_server_extra_args': ['--max-num-partial-prefills', '2']},
+     'has \\"--max-num-partial-prefills\\", which is not an option of vllm serve 0.32.0; did you mean '
+     '--max-num-active-seqs?; vllm serve refuses the command line otherwise'),
 ], ids=['misspelt-variable', 'newline', 'managed-flag', 'numeric-api-key', 'same-unit-name', 'lmcache-exposed',
-        'dotted-json-sub-key', 'version-with-space'])
+        'dotted-json-sub-key', 'version-with-space', 'unknown-flag'])
 def test_hostile_value_is_refused_end_to_end(runner, overrides, expected):
     inventory = runner.write_inventory({'good-01': GOOD_08B, 'bad-01': dict(GOOD_27B, **overrides)})
     rc, out = runner.run('deploy.yml', inventory)

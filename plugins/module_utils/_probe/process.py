@@ -415,10 +415,15 @@ class ProbeProcess(object):
         return leftover
 
     def wait_for_block_size(self, timeout, expected_ranks=1, poll=0.2, failed_grace=3.0,
-                            padding_grace=1.0, clock=time.time):
+                            settle_grace=1.0, clock=time.time):
         """Follow the log until the block size is known, vLLM is ready, fails,
         exits, or timeout seconds pass. Returns a ProbeResult (the process is
-        still alive; call stop())."""
+        still alive; call stop()).
+
+        Every rank has logged N but none a later line yet: vLLM may set N again in
+        the same call (the padding line and a second alignment follow at once), so
+        the probe waits up to ``settle_grace`` seconds for a later line before it
+        takes the last N logged."""
         scanner = LogScanner()
         start = clock()
         deadline = start + float(timeout)
@@ -433,13 +438,13 @@ class ProbeProcess(object):
                 line_elapsed = clock() - start
             state = scanner.state(expected_ranks)
             rc = self.proc.poll()
-            if state == "found" and scanner.padding_pct is None and rc is None:
-                # the "Padding mamba page size" line follows at once: give it a moment
-                if found_at is None:
-                    found_at = clock()
-                if clock() - found_at < padding_grace and clock() < deadline:
+            if state is None and rc is None and scanner.reported(expected_ranks):
+                if found_at is None or found_at[1] != len(scanner.block_lines):
+                    found_at = (clock(), len(scanner.block_lines))  # from the last record on
+                if clock() - found_at[0] < settle_grace and clock() < deadline:
                     time.sleep(min(poll, 0.05))
                     continue
+                state = "found"
             if state in ("found", "ready"):
                 return ProbeResult(state, scanner, clock() - start, line_elapsed, rc)
             if rc is not None:

@@ -70,7 +70,8 @@ def test_cache_round_trip_and_stale_inputs():
 def test_readback_filters():
     metric = 'vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="9"} 1.0\n'
     journal = ['INFO 12-01 09:54:39 [interface.py:773] Setting attention block size to 544 tokens to ensure that attention '
-               'page size is >= mamba page size.']
+               'page size is >= mamba page size.',
+               'INFO 12-01 09:54:40 [kv_cache_utils.py:1300] GPU KV cache size: 4,896 tokens']
     live = readback.vllm_block_size_readback(metric, journal=journal, platform='cuda')
     assert (live['n'], live['source'], live['num_gpu_blocks']) == (544, 'journal', 9)
     assert readback.vllm_block_size_drift(live, host='h', probed_n=544, unit_n=544) == []

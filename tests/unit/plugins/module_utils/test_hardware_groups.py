@@ -135,7 +135,8 @@ def read_back(tmp_path, journal, recorded=FP):
 
 def test_the_journal_seam_reads_the_services_n_and_feeds_the_confirmation(tmp_path):
     journal = ("(EngineCore pid=187) INFO 05-01 17:08:53 [interface.py:606] Setting attention block size to 640 tokens "
-               "to ensure that attention page size is >= mamba page size.\n")
+               "to ensure that attention page size is >= mamba page size.\n"
+               "(EngineCore pid=187) INFO 05-01 17:08:54 [kv_cache_utils.py:1300] kv lcm block sizes 640\n")
     n, reason = read_back(tmp_path, journal)
     assert n == 640 and "running service's journal" in reason
     given = {"block_size": 544, "source": "group", "group": "G1", "canary": "a1"}

@@ -403,7 +403,7 @@ RENDERED = [
     ('hash-and-semicolon', {'vllm_server_served_model_name': '#not-a-comment;'}),
     ('percent-in-description-model', {'vllm_server_model': '/srv/models/100%'}),
     ('api-key-with-quotes', {'vllm_server_api_key': 'k"e$y\\`z', 'vllm_server_host': '0.0.0.0'}),
-    ('lmcache-extra-with-spaces', {'lmcache_server_extra_args': ['--tag', 'a b', '--x', '%n']}),
+    ('lmcache-extra-with-spaces', {'lmcache_server_extra_args': ['--coordinator-url', 'a b', '--gds-l1-path', '%n']}),
     ('ipv6-loopback', {'vllm_server_host': '::1', 'lmcache_server_host': '::1', 'lmcache_server_http_host': '::1'}),
     ('gpus-comma-string', {'vllm_server_gpus': '0, 1', 'vllm_server_tensor_parallel_size': 2}),
     ('allowed-open-endpoint', {'vllm_server_host': '0.0.0.0', 'vllm_server_allow_unauthenticated': True}),

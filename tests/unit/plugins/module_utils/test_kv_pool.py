@@ -96,6 +96,10 @@ def test_the_adapter_waits_for_n():
     {'vllm_server_version': '0.31.0'},
     {'lmcache_server_version': '0.5.5'},
     {'vllm_server_extra_args': ['--attention-backend', 'TORCH_SDPA']},
+    {'vllm_server_extra_args': ['--attention_backend=TORCH_SDPA']},
+    {'vllm_server_extra_args': ['--kv-cache-dtype-skip-layers', '0']},
+    {'vllm_server_speculative_config': {'method': 'mtp', 'num_speculative_tokens': 1}},
+    {'vllm_server_extra_args': ['--hf-overrides', '{"head_dim": 64}']},
     {'vllm_server_gpu_architecture': 'sm90'},
 ])
 def test_hosts_that_differ_get_different_prefixes(change):
@@ -179,6 +183,17 @@ def test_attention_backend_is_read_from_args_and_env():
     assert kv_pool.attention_backend(['--attention-backend', 'TRITON_ATTN'], {}) == 'TRITON_ATTN'
     assert kv_pool.attention_backend([], {'VLLM_ATTENTION_BACKEND': 'FLASHINFER'}) == 'FLASHINFER'
     assert kv_pool.attention_backend([], {}) == 'auto'
+    # any spelling vLLM's parser accepts (the generated table), as the other inputs of N
+    assert kv_pool.attention_backend(['--attention_backend=FLASHINFER'], {}) == 'FLASHINFER'
+    assert kv_pool.attention_backend(['--attention-back', 'FLASHINFER'], {}) == 'FLASHINFER'
+
+
+def test_a_host_without_extra_inputs_of_n_keeps_its_key():
+    """The key hashes extra_n_inputs only when a host sets one: the other hosts' pages stay readable."""
+    inputs = {'model': 'm', 'block_size': 544, 'chunk_size': 544, 'tensor_parallel_size': 1}
+    assert kv_pool.key_prefix('p', dict(inputs, extra_n_inputs={})) == kv_pool.key_prefix('p', inputs)
+    assert kv_pool.key_prefix('p', dict(inputs, extra_n_inputs={'kv_cache_dtype_skip_layers': '0'})) \
+        != kv_pool.key_prefix('p', inputs)
 
 
 def test_adapter_json_for_given_inputs_is_the_plans():
@@ -221,3 +236,14 @@ def test_plans_errors_compare_the_pools_of_host_plans():
     # the plan shows the pool without the adapter JSON (it carries the password)
     assert 'adapter_json' not in one['kv_pool'] and PASSWORD not in json.dumps(one['kv_pool'])
     assert one['summary']['kv_pool'] == 'default' and one['summary']['kv_store'] == '10.0.0.9:6379'
+
+
+def test_every_input_of_n_is_in_the_pool_key():
+    """vllm_cli's table of the inputs of N: each is hashed as itself, as the resulting N (block_size, which a
+    user's --block-size only raises) or as an optional input (speculative decoding as its draft tokens)."""
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli
+    as_other = {'block_size': 'block_size', 'speculative_config': 'num_speculative_tokens'}
+    keyed = set(kv_pool.PREFIX_INPUTS) | set(kv_pool.OPTIONAL_INPUTS)
+    for name in vllm_cli.N_INPUT_NAMES:
+        assert as_other.get(name, name) in keyed, name
+    assert 'extra_n_inputs' in kv_pool.OPTIONAL_INPUTS

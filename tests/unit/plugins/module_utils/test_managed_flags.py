@@ -134,11 +134,13 @@ def test_every_flag_the_plan_writes_is_managed():
                                      'vllm_server_language_model_only': True, 'vllm_server_load_format': 'dummy',
                                      'vllm_server_enforce_eager': True, 'vllm_server_block_size': 32,
                                      'vllm_server_mamba_cache_dtype': 'float32', 'lmcache_server_max_gpu_workers': 1,
-                                     'vllm_server_speculative_config': {'method': 'mtp', 'num_speculative_tokens': 1}},
+                                     'vllm_server_speculative_config': {'method': 'mtp', 'num_speculative_tokens': 1},
+                                     'vllm_server_model_revision': 'abc123'},
                                n=544, n_kind='probed')
     assert plan['errors'] == []
     for service, table, managed in (('vllm', VLLM, mf.MANAGED_VLLM), ('lmcache', LMCACHE, mf.MANAGED_LMCACHE)):
         flags = [arg for arg in plan[service]['argv'][2:] if arg.startswith('-')]
         assert len(flags) >= 8, flags
+        assert service != 'vllm' or '--revision' in flags  # the revision the probe and the prediction read
         for flag in flags:
             assert mf.managed(flag, table, managed) is not None, (service, flag)

@@ -4,12 +4,20 @@
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fingerprint
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import hardware_groups
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import launch
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import managed_flags
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_tree
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli_table
+from fleet_collection import REPO_ROOT
 
 # A value other than vLLM's default for every input of N, and the variable that sets it.
 NON_DEFAULT = {
@@ -67,3 +75,75 @@ def test_normalised_values():
                       'speculative_config': {'method': 'mtp'}}
     with pytest.raises(ValueError, match='speculative_config must be a JSON object'):
         vllm_cli.n_input_values({'speculative_config': '[1]'})
+
+
+# ----------------------------------------------------------------------------- inputs of N only extra_args carry
+MODEL_DIR = os.path.join(REPO_ROOT, 'tests', 'fixtures', 'models', 'qwen3.5-0.8b')
+
+
+def load_config(term, revision='main', paths=None):
+    with open(os.path.join(term, 'config.json'), encoding='utf-8') as handle:
+        return json.load(handle)
+
+
+SKIP = ['--kv-cache-dtype-skip-layers', '0', '3']
+
+
+def test_every_extra_input_of_n_is_an_unmanaged_option_of_the_pinned_vllm():
+    options = vllm_cli_table.TABLE['options']
+    for item in vllm_cli.N_EXTRA_INPUTS:
+        assert options[item.flag][0] == item.dest, item
+        assert item.dest not in managed_flags.MANAGED_VLLM, item  # a variable of its own is an N_INPUT
+    managed_inputs = set(item.name for item in vllm_cli.N_INPUTS)
+    assert managed_inputs <= set(managed_flags.MANAGED_VLLM) and not managed_inputs & set(vllm_cli.N_EXTRA_DESTS)
+
+
+@pytest.mark.parametrize('args, expected', [
+    (SKIP + ['--seed', '1'], {'kv_cache_dtype_skip_layers': '0 3'}),
+    (['--kv_cache_dtype_skip_layers=sliding_window'], {'kv_cache_dtype_skip_layers': 'sliding_window'}),
+    (['--kv-cache-dtype-skip', '1'], {'kv_cache_dtype_skip_layers': '1'}),  # an abbreviation argparse expands
+    (['--attention-backend', 'FLASHINFER', '--attention-backend', 'FLASH_ATTN'], {'attention_backend': 'FLASH_ATTN'}),
+    (['--attention-config.backend=FLASHMLA'], {'attention_config': '.backend FLASHMLA'}),
+    (['--seed', '1', '--max-num-active-seqs', '8'], {}),
+])
+def test_extra_inputs_of_n_are_read_as_vllm_reads_them(args, expected):
+    assert vllm_cli.extra_n_inputs(args) == expected
+
+
+def test_only_values_the_prediction_models_are_predicted():
+    assert vllm_cli.unpredicted({'attention_backend': 'FLASHINFER'}) == []
+    assert vllm_cli.unpredicted({'attention_backend': 'FLASHMLA'}) == ['--attention-backend FLASHMLA']
+    assert vllm_cli.unpredicted({'kv_cache_dtype_skip_layers': '0 3'}) == ['--kv-cache-dtype-skip-layers 0 3']
+    assert vllm_cli.unpredicted({'attention_config': '.backend X'}) == ['--attention-config.backend X']
+
+
+def plan_of(host, **settings):
+    base = {'vllm_server_model': 'Qwen/Qwen3.5-0.8B'}
+    base.update(settings)
+    return host_plan.plan_host(host, base)
+
+
+def test_skip_layers_are_an_input_of_n_for_the_groups_and_the_prediction():
+    """--kv-cache-dtype-skip-layers makes vLLM 0.32 align N a second time: the host is grouped apart (its own
+    probe), and the prediction, which does not model that alignment, declines (the probe decides)."""
+    plain, skip = plan_of('a'), plan_of('b', vllm_server_extra_args=SKIP)
+    assert skip['errors'] == [] and skip['n_inputs']['extra_n_inputs'] == {'kv_cache_dtype_skip_layers': '0 3'}
+    assert plain['n_inputs']['extra_n_inputs'] == {}
+    row = {'gpu_kind': 'NVIDIA H200', 'gpus': '0'}
+    assert hardware_groups.plan_key(dict(row, n_inputs=plain['n_inputs'])) != \
+        hardware_groups.plan_key(dict(row, n_inputs=skip['n_inputs']))
+    config = load_config(MODEL_DIR)
+    prediction, problem = plan_tree.predict('b', skip['n_inputs'], config, plan_tree.ConfigReader(load_config), [])
+    assert prediction is None
+    assert problem == ('host b: N is not predicted: vllm_server_extra_args set --kv-cache-dtype-skip-layers 0 3, an '
+                       'input of N the prediction does not model; the probe on the host decides')
+    assert plan_tree.predict('a', plain['n_inputs'], config, plan_tree.ConfigReader(load_config), [])[0] is not None
+
+
+def test_the_probe_and_the_fingerprint_run_with_the_extra_inputs_of_n():
+    skip = plan_of('b', vllm_server_extra_args=SKIP)
+    assert skip['probe']['extra_args'] == SKIP
+    base = dict((name, skip['probe'][name]) for name in vllm_cli.N_INPUT_NAMES)
+    one = fingerprint.fingerprint_inputs('m', '0.32.0', extra_args=[], platform='cuda', **base)
+    two = fingerprint.fingerprint_inputs('m', '0.32.0', extra_args=SKIP, platform='cuda', **base)
+    assert fingerprint.compute_fingerprint(one) != fingerprint.compute_fingerprint(two)

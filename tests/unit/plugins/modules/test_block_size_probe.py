@@ -538,3 +538,21 @@ def test_a_group_writable_cache_fails_the_module_untouched(multi_gpu_vllm_double
     assert d.launched() is None
     with open(d.cache) as f:
         assert f.read() == "{}"
+
+
+def test_the_probe_takes_the_n_of_a_second_alignment(multi_gpu_vllm_double):
+    """vLLM 0.32 with --kv-cache-dtype-skip-layers sets N again right after the padding line: the probe
+    does not stop at the first record, and takes the last one."""
+    d = multi_gpu_vllm_double
+    first = ("(EngineCore pid=7) INFO 12-01 10:00:01 [interface.py:1096] Setting attention block size to 544 tokens "
+             "to ensure that attention page size is >= mamba page size.")
+    padding = ("(EngineCore pid=7) INFO 12-01 10:00:01 [interface.py:1120] Padding mamba page size by 0.75% to "
+               "ensure that mamba page size and attention page size are exactly equal.")
+    second = ("(EngineCore pid=7) INFO 12-01 10:00:01 [interface.py:924] Setting attention block size to 1088 tokens "
+              "so the quantized primary KV page covers the higher-precision padded-spec page.")
+    d.replay([[0, first], [0, padding], [0.4, second]])
+    status, res = d.run(extra_args=["--kv-cache-dtype-skip-layers", "0"], kv_cache_dtype="fp8")
+    assert status == "ok", res
+    assert res["vllm_block_size"] == 1088 and res["outcome"] == "found"
+    assert res["log_line"] == second
+    assert not d.leftovers()
