@@ -428,3 +428,42 @@ def removal(entries, observed, remove_caches=False, remove_models=False, remove_
         else:
             plan.append((entry, 'tree' if obs.get('type') == 'dir' else 'file'))
     return plan
+
+
+UNIT_DIR = '/etc/systemd/system'
+SYSTEM_ACCOUNTS = frozenset(('root', 'daemon', 'bin', 'sys', 'sync', 'games', 'man', 'lp', 'mail', 'news', 'uucp',
+                             'proxy', 'www-data', 'backup', 'list', 'irc', 'gnats', 'nobody', 'nogroup', 'systemd-network',
+                             'systemd-resolve', 'systemd-timesync', 'messagebus', 'sshd', '_apt', 'adm', 'tty', 'disk',
+                             'kmem', 'dialout', 'cdrom', 'floppy', 'tape', 'sudo', 'audio', 'dip', 'video', 'plugdev',
+                             'render', 'staff', 'users', 'shadow', 'utmp', 'operator', 'src', 'voice', 'fax', 'sasl',
+                             'input', 'kvm', 'systemd-journal', 'ssh', 'crontab', 'wheel', 'polkitd', 'redis'))
+
+
+def removal_problem(entry):
+    """None, or why a manifest entry may not be deleted: the path and account rules again, at removal.
+
+    A manifest can only hold what a claim wrote, but a manifest edited by hand or by an older release must not
+    make ``remove.yml`` delete a system directory, a path with ``..`` or a system account."""
+    kind, path = entry['kind'], entry['path']
+    if kind in ('user', 'group'):
+        return 'is the system account %s' % path if path in SYSTEM_ACCOUNTS else None
+    if kind == 'unit':
+        name = posixpath.basename(path)[:-len('.service')] if path.endswith('.service') else None
+        if posixpath.dirname(path) != UNIT_DIR or not name or unit_name_problem(name):
+            return 'is not a unit file %s/<name>.service' % UNIT_DIR
+        return None
+    found = path_problem(path, path_example(entry.get('variable') or ''))
+    return found[0] if found else None
+
+
+def removal_checked(host, plan):
+    """``removal``'s plan without the entries the path rules refuse, and one sentence for each of those."""
+    kept, refused = [], []
+    for entry, how in plan:
+        problem = removal_problem(entry)
+        if problem:
+            refused.append('host %s: the manifest entry %s %s; it is left in place: check who changed the manifest'
+                           % (host, entry['path'], problem))
+        else:
+            kept.append((entry, how))
+    return kept, refused
