@@ -286,6 +286,10 @@ def _names_and_paths(c):
         if value in PACKAGE_ACCOUNTS + exporter.PACKAGE_ACCOUNTS:
             c.error(key, value, 'is the account of a server package', 'use an account of its own such as fleet-kv')
             value = None
+        problem = ownership.account_name_problem(key.rsplit('_', 1)[1], value) if value else None
+        if problem:
+            c.error(key, value, problem[0], problem[1].replace('such as vllm', 'such as fleet-kv'))
+            value = None
         v[key[len(PREFIX):]] = value
     for key in ('kv_store_home', 'kv_store_config_dir', 'kv_store_manifest_path'):
         v[key[len(PREFIX):]] = _path(c, key)
@@ -294,8 +298,28 @@ def _names_and_paths(c):
         c.error('kv_store_home', home, 'is, holds or lies inside kv_store_config_dir (%s)' % conf,
                 'use two separate directories such as /var/lib/fleet-kv-store and /etc/fleet-kv-store')
         v['home'] = None
+    _other_homes(c, v)
     c.names_errors = c.errors[before:]
     return v
+
+
+# The serving roles' directories a store on the same host may never take as its home (their defaults apply on a
+# host of the vLLM fleet, the setting "_serving_host" of the lookup; given values always).
+SERVING_HOMES = ('vllm_server_home', 'vllm_server_hf_home', 'lmcache_server_home')
+
+
+def _other_homes(c, v):
+    home = v.get('home')
+    for key in SERVING_HOMES if home else ():
+        other = c.cfg.get(key)
+        if other is None and c.cfg.get('_serving_host'):
+            other = ownership.PATH_EXAMPLES[key]
+        if isinstance(other, str) and other.startswith('/') and (_inside(home, other) or _inside(other, home)):
+            c.error('kv_store_home', home, 'is, holds or lies inside %s (%s) of the serving roles on the same host: '
+                    'the deploy would chown it and remove.yml would delete it' % (key, other),
+                    'use a directory of its own such as /var/lib/fleet-kv-store')
+            v['home'] = None
+            return
 
 
 def _path(c, key):

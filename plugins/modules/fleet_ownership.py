@@ -253,11 +253,13 @@ def _legacy_venvs(entries):
 def classify_all(module, host, entries, manifest, backup_names):
     """[(entry, status, problem)] for the candidates and the manifest's own entries, and the observations."""
     observed = dict((own.key_of(e), observe(module, e)) for e in list(entries) + list(manifest.values()))
-    context = {'backup_names': backup_names, 'own_users': set(), 'user_gids': {}, 'legacy_host': False}
+    context = {'backup_names': backup_names, 'own_users': set(), 'user_gids': {}, 'legacy_host': False,
+               'legacy_units': False}
     for entry in entries:
         if entry['kind'] == 'unit':
             status, _problem = own.classify(host, entry, observed[own.key_of(entry)], manifest, context)
             context['legacy_host'] = context['legacy_host'] or status in ('ours', 'adopt')
+            context['legacy_units'] = context['legacy_units'] or status == 'adopt'  # the previous release's unit
     accounts = [e for e in entries if e['kind'] == 'user']
     for entry in accounts:
         status, _problem = own.classify(host, entry, observed[own.key_of(entry)], manifest, context)
