@@ -14,8 +14,9 @@ description:
     node.
   - The plan holds C(errors) (each naming the host, the variable and a valid value), C(server) (Valkey where
     packaged, Redis otherwise), C(config_lines), C(acl_lines) (the password only as its SHA-256), C(unit_lines),
-    C(health) (the PING command and, in C(health.env), the password), C(cluster) (with C(kv_store_cluster), the
-    cluster administrator's CLI and C(CLUSTER INFO), its password in C(cluster.env); else null), C(exporter) (with
+    C(health) (the PING command and, in C(health.stdin), the password it reads with C(--askpass)), C(cluster) (with
+    C(kv_store_cluster), the
+    cluster administrator's CLI and C(CLUSTER INFO), its password in C(cluster.stdin); else null), C(exporter) (with
     C(kv_store_exporter) on, the exporter's unit lines, command, environment file lines with its password, ACL
     line) and C(summary); register it with C(no_log).
 options:

@@ -8,12 +8,13 @@ ones from the role's ``defaults/main.yml``) and the Debian candidates of the ser
 (``parse_apt_policy`` of ``apt-cache policy valkey-server redis-server``) and returns::
 
     {'host', 'errors', 'warnings', 'server': {name, package, binary, cli, package_unit},
-     'config_lines', 'acl_lines', 'unit_lines', 'health': {argv, env}, 'cluster': {...} or None,
+     'config_lines', 'acl_lines', 'unit_lines', 'health': {argv, stdin}, 'cluster': {...} or None,
      'summary': {...}, ...}
 
 The password reaches the store only as its SHA-256 (``#<hex>`` in the ACL file); the plain
-password goes only to the LMCache hosts' 0600 environment files (``kv_pool``) and to the
-environment of the health check, which runs with ``no_log``. With ``kv_store_cluster`` the ACL file
+password goes only to the LMCache hosts' 0600 environment files (``kv_pool``) and to the standard
+input of the health check (``redis-cli --askpass``, a task with ``no_log``): never into an argv, nor into a
+task's ``environment``, which ansible-playbook -vvv prints in its EXEC line even under ``no_log``. With ``kv_store_cluster`` the ACL file
 also holds the cluster's administrator (``ACL_ADMIN_RULES``), whose password is used only by the
 ``CLUSTER INFO`` and ``--cluster create`` commands on the store hosts (``cluster_step``,
 ``cluster_create``), never by LMCache.
@@ -366,34 +367,34 @@ def acl_lines(username, password, admin=None):
 
 
 def cluster_step(server, v, admin_password):
-    """The cluster part of a store's plan: its administrator's CLI (argv, env) and ``CLUSTER INFO`` with it."""
-    argv = [server['cli'], '--user', v['admin_username'], '--no-auth-warning']
-    env = {'REDISCLI_AUTH': admin_password}
+    """The cluster part of a store's plan: its administrator's CLI (argv; the password is its ``stdin``, read by
+    ``--askpass``) and ``CLUSTER INFO`` with it."""
+    argv = [server['cli'], '--user', v['admin_username'], '--no-auth-warning', '--askpass']
     address = rules.url_host(v['bind']).strip('[]')
-    return {'admin_argv': argv, 'env': env, 'unformed': CLUSTER_UNFORMED,
+    return {'admin_argv': argv, 'stdin': admin_password, 'unformed': CLUSTER_UNFORMED,
             'info': {'argv': argv[:1] + ['-h', address, '-p', str(v['port'])] + argv[1:] + ['CLUSTER', 'INFO'],
-                     'env': env}}
+                     'stdin': admin_password}}
 
 
 def cluster_create(plans):
     """``<cli> --cluster create`` of the stores among ``plans`` (store plans) with ``kv_store_cluster``.
 
-    Returns ``{'host', 'nodes', 'argv', 'env', 'errors'}``: the first such store runs ``argv`` (with ``env``,
+    Returns ``{'host', 'nodes', 'argv', 'stdin', 'errors'}``: the first such store runs ``argv`` (with ``stdin``,
     the administrator's password) against every node; ``errors`` when the stores disagree on the administrator.
     """
     stores = [p for p in plans or [] if isinstance(p, dict) and p.get('cluster') and not p.get('errors')]
     if not stores:
-        return {'host': None, 'nodes': [], 'argv': [], 'env': {}, 'errors': []}
+        return {'host': None, 'nodes': [], 'argv': [], 'stdin': '', 'errors': []}
     first = stores[0]
     errors = ['host %s: kv_store_cluster_admin_username or kv_store_cluster_admin_password (value hidden) differs '
               'from %s\'s; every store of one cluster needs the same' % (host_label(p['host']), first['host'])
-              for p in stores[1:] if (p['cluster']['admin_argv'], p['cluster']['env']) !=
-              (first['cluster']['admin_argv'], first['cluster']['env'])]
+              for p in stores[1:] if (p['cluster']['admin_argv'], p['cluster']['stdin']) !=
+              (first['cluster']['admin_argv'], first['cluster']['stdin'])]
     if len(stores) < CLUSTER_MIN_NODES:
         errors.append('the play has %d store(s) with kv_store_cluster (%s); a cluster needs at least %d'
                       % (len(stores), ', '.join(p['host'] for p in stores), CLUSTER_MIN_NODES))
     nodes = [p['endpoint'] for p in stores]
-    return {'host': first['host'], 'nodes': nodes, 'env': first['cluster']['env'], 'errors': errors,
+    return {'host': first['host'], 'nodes': nodes, 'stdin': first['cluster']['stdin'], 'errors': errors,
             'argv': first['cluster']['admin_argv'] + ['--cluster', 'create'] + nodes + ['--cluster-yes']}
 
 
@@ -470,8 +471,8 @@ def plan_store(host, settings, candidates=None, defaults=None):
             [plan['exporter']['acl_line']] if v['exporter']['enabled'] else []),
         'unit_lines': unit_lines(v, server),
         'health': {'argv': [server['cli'], '-h', rules.url_host(v['bind']).strip('[]'), '-p', str(v['port']),
-                            '--user', v['username'], '--no-auth-warning'],
-                   'env': {'REDISCLI_AUTH': password}},
+                            '--user', v['username'], '--no-auth-warning', '--askpass'],
+                   'stdin': password},
         'endpoint': '%s:%s' % store_endpoint(host, cfg, {}),
         'cluster': cluster_step(server, v, admin_password) if v['cluster'] else None,
         'summary': {'host': host, 'server': server['name'], 'bind': v['bind'], 'port': v['port'],
