@@ -22,6 +22,7 @@ also holds the cluster's administrator (``ACL_ADMIN_RULES``), whose password is 
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
@@ -30,6 +31,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_ru
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_exporter as exporter
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import as_bool, as_int, host_label, msg
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import is_secret_name
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
 
 PREFIX = 'kv_store_'
@@ -188,6 +190,17 @@ def _control_characters(c):
                 c.error(name, text, 'contains a control character', 'write it on one line')
 
 
+def _unknown_variables(c, known):
+    """A kv_store_* variable the role does not have (a misspelt name would otherwise be ignored silently)."""
+    for name in sorted(c.cfg):
+        if VARIABLE_RE.match(name) and name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            secret = is_secret_name(name) or 'pass' in name or any(is_secret_name(n) for n in close)
+            c.error(name, '(value hidden)' if secret else c.cfg[name],
+                    'is not a variable of the kv_store role', 'did you mean %s?' % close[0] if close else
+                    'remove it (see roles/kv_store/meta/argument_specs.yml)')
+
+
 def _secret(c):
     password = c.cfg.get('kv_store_password')
     if not isinstance(password, str) or len(password) < 16 or sq.has_control_character(password) \
@@ -225,6 +238,12 @@ def _exposure(c, bind):
         c.error('kv_store_bind', bind, 'exposes the store beyond loopback (RESP without TLS: pages and the '
                 'password cross the network in clear)', 'use 127.0.0.1 for LMCache servers on this host, or set '
                 'kv_store_allow_network=true when other hosts must reach it over a trusted network')
+    advertised = c.cfg.get('kv_store_advertise_address')
+    if bind is not None and rules.is_loopback(bind) and advertised and not rules.is_loopback(str(advertised)):
+        c.error('kv_store_advertise_address', advertised, 'is a network address while the store listens on loopback '
+                'only (kv_store_bind=%s): serving hosts would send the password to an address where nothing '
+                'listens' % bind, 'bind the store to that address (kv_store_bind, with kv_store_allow_network=true), '
+                'or leave kv_store_advertise_address unset')
 
 
 def _values(c):
@@ -433,9 +452,11 @@ def unit_lines(v, server):
 def plan_store(host, settings, candidates=None, defaults=None):
     """The plan of one store host (see the module docstring). Never raises for bad input."""
     cfg = store_defaults() if defaults is None else dict(defaults)
+    known = set(cfg)
     cfg.update(dict(settings or {}))
     c = _Checks(host, cfg)
     _control_characters(c)
+    _unknown_variables(c, known)
     password = _secret(c)
     v = _values(c)
     admin_password = v.pop('admin_password', None)  # like the LMCache password: never in the plan's values

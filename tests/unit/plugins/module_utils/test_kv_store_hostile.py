@@ -41,3 +41,26 @@ def test_a_store_never_takes_a_serving_roles_home(settings, other):
 def test_a_store_home_of_its_own_beside_vllm_is_accepted():
     assert not [e for e in errors(_serving_host=True) if 'kv_store_home' in e]
     assert not [e for e in errors(kv_store_home='/var/lib/vllm') if 'kv_store_home' in e]  # not a serving host
+
+
+@pytest.mark.parametrize('bind', ['127.0.0.1', '::1'])
+def test_a_loopback_store_that_advertises_a_network_address_is_refused(bind):
+    found = [e for e in errors(kv_store_bind=bind, kv_store_advertise_address='10.0.0.9')
+             if e.startswith('host store-1: kv_store_advertise_address=10.0.0.9 is a network address')]
+    assert found and 'kv_store_bind=%s' % bind in found[0]
+    assert not errors(kv_store_bind=bind, kv_store_advertise_address='127.0.0.1')
+    assert not errors(kv_store_bind='10.0.0.9', kv_store_allow_network=True, kv_store_advertise_address='10.0.0.9')
+
+
+@pytest.mark.parametrize('name, close', [('kv_store_maxmemory', 'kv_store_maxmemory_mb'),
+                                         ('kv_store_alow_network', 'kv_store_allow_network'),
+                                         ('kv_store_bnid', 'kv_store_bind')])
+def test_a_misspelt_store_variable_is_refused(name, close):
+    found = [e for e in errors(**{name: 'x'}) if e.startswith('host store-1: %s=x is not a variable of the kv_store '
+                                                               'role' % name)]
+    assert found and found[0].endswith('did you mean %s?' % close), errors(**{name: 'x'})
+
+
+def test_a_misspelt_password_variable_is_refused_without_its_value():
+    found = [e for e in errors(kv_store_pasword='correct-horse-battery-staple-2') if 'kv_store_pasword' in e]
+    assert found and 'correct-horse-battery-staple-2' not in found[0] and 'kv_store_password' in found[0]
