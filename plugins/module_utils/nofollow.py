@@ -11,6 +11,7 @@ directories is ever created; nothing leaves the directory (no ``..``, no absolut
 
 ``open_dir(path)``                 the descriptor of a directory, or :class:`Refused`
 ``remove_path(path)``              delete a file or a tree (a link inside it is removed, never followed)
+``check_path(path)``               refuse, without changing anything, what ``remove_path`` would refuse
 ``pack(home, relative_dirs, fileobj, uid)``
                                    a gzip tarball of the directories below HOME: directories and regular files
                                    owned by ``uid`` only (links, special files, others' files are named, skipped)
@@ -106,6 +107,15 @@ def remove_path(path):
         return True
     finally:
         os.close(parent)
+
+
+def check_path(path):
+    """Refused when a component of ``path``'s directory is a link or not a directory (what check mode says)."""
+    try:
+        os.close(open_dir(posixpath.dirname(path)))
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise
 
 
 def rmdir_if_empty(path):

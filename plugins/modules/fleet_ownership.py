@@ -331,6 +331,8 @@ def _remove_all(module, host, plan):
         if how == 'if_empty' and not _empty_after(entry, plan, removed):
             continue
         try:
+            if entry['kind'] not in ('user', 'group') and module.check_mode:
+                nofollow.check_path(entry['path'])
             if module.check_mode or _remove_one(module, entry, how):
                 removed.append(own.key_of(entry))
         except nofollow.Refused as exc:

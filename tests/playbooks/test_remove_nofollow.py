@@ -30,7 +30,7 @@ PLAYBOOK = """---
 """
 
 
-def remove(runner, tmp_path, entries):
+def remove(runner, tmp_path, entries, *extra):
     manifest = tmp_path / 'manifest.json'
     manifest.write_text(json.dumps({'collection': 'lmcache_vllm.fleet', 'version': 1, 'entries': dict(
         (e['path'], dict(e, variable='vllm_server_home', value=e['path'])) for e in entries)}))
@@ -39,7 +39,7 @@ def remove(runner, tmp_path, entries):
     playbook.write_text(PLAYBOOK)
     inventory = runner.write_inventory({'localhost': {
         'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable, 'test_manifest': str(manifest)}})
-    return runner.run(str(playbook), inventory)
+    return runner.run(str(playbook), inventory, *extra)
 
 
 def test_a_link_planted_mid_path_is_not_followed(runner, tmp_path):
@@ -49,9 +49,12 @@ def test_a_link_planted_mid_path_is_not_followed(runner, tmp_path):
     precious.mkdir(parents=True)
     (precious / 'pkgcache.bin').write_text('keep me')
     os.symlink(str(tmp_path / 'var'), str(home / '.triton'))  # the service user's ~/.triton -> /var
-    code, output = remove(runner, tmp_path, [
-        {'kind': 'cache', 'path': str(home / '.triton' / 'cache'), 'role': 'vllm_server', 'user': 'vllm'},
-        {'kind': 'cache', 'path': str(home / 'cache'), 'role': 'vllm_server', 'user': 'vllm'}])
+    entries = [{'kind': 'cache', 'path': str(home / '.triton' / 'cache'), 'role': 'vllm_server', 'user': 'vllm'},
+               {'kind': 'cache', 'path': str(home / 'cache'), 'role': 'vllm_server', 'user': 'vllm'}]
+    code, output = remove(runner, tmp_path, entries, '--check')
+    assert code == 0 and 'is left in place' in output, output[-4000:]
+    assert 'REMOVED [\\"%s\\"]' % (home / 'cache') in output, 'check mode names only what would go'
+    code, output = remove(runner, tmp_path, entries)
     assert code == 0, output[-4000:]
     assert (precious / 'pkgcache.bin').read_text() == 'keep me'
     assert not (home / 'cache').exists(), 'the real cache goes'
