@@ -16,7 +16,7 @@ description:
   - The warm first start's transfer, run as root in a HOME the service user can write. Every path component
     is opened without following a symbolic link (from C(/) down); a link on the way is refused, never followed.
   - O(state=pack) writes a gzip tarball of the cache directories (O(relative_dirs), relative to O(home)) into
-    O(archive): directories and regular files owned by O(user) only. Links, special files and files of
+    O(archive), directories and regular files owned by O(user) only. Links, special files and files of
     another owner are skipped and named.
   - O(state=unpack) refuses the whole tarball, before writing anything, when a member is not a regular file or
     a directory, or lies outside the cache directories; otherwise it writes each member owned by
@@ -29,6 +29,7 @@ attributes:
     description: In check mode nothing is packed or written; O(state=unpack) still checks the tarball.
   diff_mode:
     support: none
+    description: No diff; the result names what was packed and skipped.
 options:
   state:
     description: Pack or unpack.

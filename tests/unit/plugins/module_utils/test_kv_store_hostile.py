@@ -56,8 +56,8 @@ def test_a_loopback_store_that_advertises_a_network_address_is_refused(bind):
                                          ('kv_store_alow_network', 'kv_store_allow_network'),
                                          ('kv_store_bnid', 'kv_store_bind')])
 def test_a_misspelt_store_variable_is_refused(name, close):
-    found = [e for e in errors(**{name: 'x'}) if e.startswith('host store-1: %s=x is not a variable of the kv_store '
-                                                               'role' % name)]
+    start = 'host store-1: %s=x is not a variable of the kv_store role' % name
+    found = [e for e in errors(**{name: 'x'}) if e.startswith(start)]
     assert found and found[0].endswith('did you mean %s?' % close), errors(**{name: 'x'})
 
 
