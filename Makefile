@@ -8,7 +8,7 @@ ARGS ?=
 FLEET_CACHE ?= /var/cache/lmcache-vllm-fleet
 PLAY := $(ENV) ansible-playbook -i $(INVENTORY)
 
-.PHONY: deploy test setup lint sanity unit sandbox-down clean distclean \
+.PHONY: deploy test setup test-packages lint sanity unit sandbox-down clean distclean \
 	validate plan status remove monitoring gpus
 
 ## deploy: bring up the local sandbox fleet (podman hosts with systemd) and deploy it
@@ -23,8 +23,13 @@ deploy:
 test:
 	bash scripts/test.sh
 
+## setup: the tool venv and the collection path (installs no system package)
 setup:
 	bash scripts/setup-tools.sh
+
+## test-packages: the Debian packages the tests run (redis-server, prometheus-redis-exporter)
+test-packages:
+	bash scripts/setup-test-packages.sh
 
 lint: setup
 	$(ENV) ansible-lint --profile production
@@ -32,7 +37,7 @@ lint: setup
 sanity: setup
 	bash scripts/sanity.sh
 
-unit: setup
+unit: setup test-packages
 	$(ENV) python -m pytest -p no:cacheprovider tests/unit tests/playbooks
 
 sandbox-down: setup

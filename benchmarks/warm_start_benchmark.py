@@ -11,8 +11,8 @@ VLLM_CACHE_ROOT (``<HOME>/cache``, as the unit), timed from the process start to
   1. cold: an empty HOME A (vLLM compiles);
   2. warm restart: HOME A again (its compile caches in place);
   3. seeded first start: an empty HOME B into which the compile caches of A were copied the way the deploy
-     copies them (``tar`` of ``compile_cache.home_relative_dirs`` relative to HOME, unpacked into B), after
-     checking that both keys (``compile_cache.cache_key``) are equal.
+     copies them (``nofollow.pack`` of ``compile_cache.home_relative_dirs`` relative to HOME, ``nofollow.unpack``
+     into B), after checking that both keys (``compile_cache.cache_key``) are equal.
 
 Usage (heavy: run it alone, as the machine's lock says):
   . scripts/env.sh && python benchmarks/warm_start_benchmark.py [--out benchmarks/results]
@@ -41,7 +41,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, '.cache', 'collections'))
 from bench_common import DEFAULT_VENV, machine  # noqa: E402 pylint: disable=wrong-import-position
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import compile_cache, host_plan  # noqa: E402
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import compile_cache, host_plan, nofollow  # noqa: E402
 
 GROUP_VARS = os.path.join(REPO, 'inventories', 'sandbox', 'group_vars')
 
@@ -108,11 +108,12 @@ def seed(src_home, dst_home, work):
         return 0, 0.0, 0.0, []
     tarball = os.path.join(work, 'caches.tar.gz')
     t0 = time.time()
-    subprocess.run(['tar', '-czf', tarball, '-C', src_home] + relative, check=True)
+    with open(tarball, 'wb') as out:  # module compile_cache_archive, state=pack
+        nofollow.pack(src_home, relative, out, os.getuid())
     packed = time.time() - t0
     os.makedirs(dst_home, exist_ok=True)
     t0 = time.time()
-    subprocess.run(['tar', '-xzf', tarball, '-C', dst_home], check=True)
+    nofollow.unpack(tarball, dst_home, relative, os.getuid(), os.getgid())  # state=unpack
     return os.path.getsize(tarball), packed, time.time() - t0, relative
 
 

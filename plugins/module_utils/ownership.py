@@ -56,6 +56,15 @@ LEGACY_ENV_LINE = '# Environment of %s: secrets and extra variables (mode 0600).
 # Every virtualenv the collection makes holds its readiness helper.
 VENV_SIGNATURE = 'bin/fleet-wait-ready'
 NOLOGIN_SHELLS = ('/usr/sbin/nologin', '/sbin/nologin', '/bin/false', '/usr/bin/false')
+UNIT_DIR = '/etc/systemd/system'
+# Debian's statically allocated system ids (base-passwd): never a service account of the collection.
+STATIC_SYSTEM_IDS = 100
+SYSTEM_ACCOUNTS = frozenset(('root', 'daemon', 'bin', 'sys', 'sync', 'games', 'man', 'lp', 'mail', 'news', 'uucp',
+                             'proxy', 'www-data', 'backup', 'list', 'irc', 'gnats', 'nobody', 'nogroup', 'systemd-network',
+                             'systemd-resolve', 'systemd-timesync', 'messagebus', 'sshd', '_apt', 'adm', 'tty', 'disk',
+                             'kmem', 'dialout', 'cdrom', 'floppy', 'tape', 'sudo', 'audio', 'dip', 'video', 'plugdev',
+                             'render', 'staff', 'users', 'shadow', 'utmp', 'operator', 'src', 'voice', 'fax', 'sasl',
+                             'input', 'kvm', 'systemd-journal', 'ssh', 'crontab', 'wheel', 'polkitd', 'redis'))
 
 # path -> True when a package may keep its own directory directly inside it (/opt/vllm, /var/lib/vllm,
 # /etc/lmcache-vllm-fleet), False when what lies directly inside belongs to the system (/usr/bin/python3,
@@ -307,18 +316,23 @@ def _adoptable(entry, obs, context):
     if kind == 'fingerprint':
         return obs.get('type') == 'file' and re.match(r'^[0-9a-f]{16,128}\s*$', head) is not None
     if kind == 'probe_cache':
-        return obs.get('type') == 'file' and obs.get('uid') == 0 and _json_object(head)
+        return obs.get('type') == 'file' and obs.get('uid') == 0 and _probe_cache_text(head)
     if kind == 'backup_dir':
         return obs.get('type') == 'dir' and obs.get('uid') == 0 and set(obs.get('entries') or []) <= set(
             context.get('backup_names') or [])
     return False
 
 
-def _json_object(text):
+def _probe_cache_text(text):
+    """Whether ``text`` is the probe's cache: a non-empty JSON mapping of hexadecimal fingerprints to entries that
+    hold an N (any other root-owned JSON file at that path is not the collection's, so never deleted)."""
     try:
-        return isinstance(json.loads(text), dict)
+        data = json.loads(text)
     except ValueError:
         return False
+    return isinstance(data, dict) and bool(data) and all(
+        re.match(r'^[0-9a-f]{16,128}$', key) and isinstance(value, dict) and 'vllm_block_size' in value
+        for key, value in data.items())
 
 
 def classify(host, entry, obs, manifest, context):
@@ -330,7 +344,7 @@ def classify(host, entry, obs, manifest, context):
     """
     kind = entry['kind']
     if kind in ('user', 'group'):
-        return _classify_account(entry, obs, manifest, context), None
+        return _classify_account(host, entry, obs, manifest, context)
     if kind == 'unit':
         found = _unit_elsewhere(entry, obs)
         if found:
@@ -384,19 +398,54 @@ def _not_ours(host, entry, obs):
                                     'name' if kind == 'unit' else 'path'))
 
 
-def _classify_account(entry, obs, manifest, context):
+def account_name_problem(kind, name):
+    """None, or (problem, fix) for a service account's name: root never, and no account of the distribution as
+    a service user (its files, home and processes belong to another program)."""
+    if name == 'root':
+        return ('is root: the service would run with every privilege, and remove.yml would act on root',
+                'use an account of its own (the role creates it), such as vllm')
+    if kind == 'user' and name in SYSTEM_ACCOUNTS:
+        return ('is an account of the distribution or of another program, not one of its own',
+                'use an account of its own (the role creates it), such as vllm')
+    return None
+
+
+def _account_refusal(host, entry, obs):
+    """The refusal of an existing account (root by its id, or an account of the distribution's static range)."""
+    number = obs.get('uid') if entry['kind'] == 'user' else obs.get('gid')
+    if number == 0:
+        problem = ('names an account with %sid 0 (root)' % ('u' if entry['kind'] == 'user' else 'g'),
+                   'use an account of its own (the role creates it), such as vllm')
+    elif entry['kind'] == 'user' and isinstance(number, int) and number < STATIC_SYSTEM_IDS:
+        problem = ('names the account of the distribution %s (uid %d), which the collection never takes over'
+                   % (entry['path'], number), 'use an account of its own (the role creates it), such as vllm')
+    else:
+        problem = account_name_problem(entry['kind'], entry['path'])
+    return _sentence(host, entry, problem[0], problem[1]) if problem else None
+
+
+def _classify_account(host, entry, obs, manifest, context):
+    """(status, problem) of a user or group: absent, ours, adopt (the previous release's only), use or foreign."""
     if not obs.get('exists'):
-        return 'absent'
+        problem = account_name_problem(entry['kind'], entry['path'])
+        return ('foreign', _sentence(host, entry, problem[0], problem[1])) if problem else ('absent', None)
+    refusal = _account_refusal(host, entry, obs)
+    if refusal:
+        return 'foreign', refusal
     if key_of(entry) in manifest:
-        return 'ours'
+        return 'ours', None
+    number = obs.get('uid') if entry['kind'] == 'user' else obs.get('gid')
+    if not context.get('legacy_units') or entry['path'] in SYSTEM_ACCOUNTS or \
+            not isinstance(number, int) or number < STATIC_SYSTEM_IDS:
+        return 'use', None  # an account the collection did not create is never adopted, so never deleted
     if entry['kind'] == 'user':
-        legacy = obs.get('uid', 1000) < 1000 and obs.get('shell') in NOLOGIN_SHELLS and \
+        legacy = number < 1000 and obs.get('shell') in NOLOGIN_SHELLS and \
             (obs.get('home') or '').rstrip('/') == entry.get('home')
-        return 'adopt' if legacy else 'use'
+        return ('adopt' if legacy else 'use'), None
     if entry.get('user') in context.get('own_users', ()) and obs.get('gid') == context.get('user_gids', {}).get(
             entry.get('user')):
-        return 'adopt'
-    return 'use'
+        return 'adopt', None
+    return 'use', None
 
 
 # --------------------------------------------------------------------------- removal
@@ -428,3 +477,33 @@ def removal(entries, observed, remove_caches=False, remove_models=False, remove_
         else:
             plan.append((entry, 'tree' if obs.get('type') == 'dir' else 'file'))
     return plan
+
+
+def removal_problem(entry):
+    """None, or why a manifest entry may not be deleted: the path and account rules again, at removal.
+
+    A manifest can only hold what a claim wrote, but a manifest edited by hand or by an older release must not
+    make ``remove.yml`` delete a system directory, a path with ``..`` or a system account."""
+    kind, path = entry['kind'], entry['path']
+    if kind in ('user', 'group'):
+        return 'is the system account %s' % path if path in SYSTEM_ACCOUNTS else None
+    if kind == 'unit':
+        name = posixpath.basename(path)[:-len('.service')] if path.endswith('.service') else None
+        if posixpath.dirname(path) != UNIT_DIR or not name or unit_name_problem(name):
+            return 'is not a unit file %s/<name>.service' % UNIT_DIR
+        return None
+    found = path_problem(path, path_example(entry.get('variable') or ''))
+    return found[0] if found else None
+
+
+def removal_checked(host, plan):
+    """``removal``'s plan without the entries the path rules refuse, and one sentence for each of those."""
+    kept, refused = [], []
+    for entry, how in plan:
+        problem = removal_problem(entry)
+        if problem:
+            refused.append('host %s: the manifest entry %s %s; it is left in place: check who changed the manifest'
+                           % (host, entry['path'], problem))
+        else:
+            kept.append((entry, how))
+    return kept, refused

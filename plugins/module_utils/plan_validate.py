@@ -497,6 +497,9 @@ def _names_and_paths_checks(p):
                 'give the two roles different unit names (defaults: lmcache-server and vllm)')
     for name in ('lmcache_server_user', 'lmcache_server_group', 'vllm_server_user', 'vllm_server_group'):
         p.string(name, ACCOUNT_RE, 'a system account name', 'use lower-case letters, digits, _ and - (e.g. vllm)', empty=False)
+        problem = ownership.account_name_problem(name.rsplit('_', 1)[1], p.get(name))
+        if problem:
+            p.error(name, p.get(name), *problem)
     for name in ('lmcache_server_venv', 'lmcache_server_home', 'lmcache_server_config_dir', 'lmcache_server_venvs_dir',
                  'vllm_server_venv', 'vllm_server_home', 'vllm_server_config_dir', 'vllm_server_hf_home',
                  'vllm_server_venvs_dir') + tuple(ownership.FLEET_PATHS):

@@ -117,3 +117,17 @@ def open_trusted(path, flags, uids, mode=0o600, create_dirs=False):
         os.close(fd)
         raise
     return fd
+
+
+def read_trusted_text(path, uids=None, limit=4 * 1024 * 1024):
+    """The text of ``path`` opened as :func:`open_trusted` opens it (root, the module's user and ``uids``
+    trusted), or None when it does not exist. Raises UntrustedPath (a link, a file others may write, a
+    directory on the way others may change) and OSError."""
+    fd = open_trusted(path, os.O_RDONLY, uids or trusted_uids())
+    if fd is None:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        raw = handle.read(limit + 1)
+    if len(raw) > limit:
+        raise UntrustedPath("%s is larger than %d bytes" % (path, limit))
+    return raw.decode("utf-8", "replace")

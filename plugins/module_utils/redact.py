@@ -129,3 +129,33 @@ def redact(value, key=None):
     if isinstance(value, str):
         return redact_text(value)
     return value
+
+
+# A secret value shorter than this is replaced only under its secret name (never inside other text).
+MIN_SECRET_LEN = 6
+
+
+def env_secrets(*mappings):
+    """The values of environment mappings (``vllm_server_env``, ``lmcache_server_env`` as the plan holds them)
+    that are credentials: by their variable's name, or by their shape (a token, a password in a URL ...)."""
+    found = set()
+    for mapping in mappings:
+        for name, value in (mapping or {}).items():
+            if isinstance(value, str) and value and (is_secret_name(name) or redact_text(value) != value):
+                found.add(value)
+    return found
+
+
+def scrub(value, secrets):
+    """``value`` (a JSON-like tree) with every occurrence of the strings ``secrets`` replaced by REDACTED."""
+    if isinstance(value, dict):
+        return dict((k, REDACTED if isinstance(v, str) and v in secrets and is_secret_name(k) else scrub(v, secrets))
+                    for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [scrub(v, secrets) for v in value]
+    if not isinstance(value, str):
+        return value
+    # a short value ("true", "1") is redacted only under its secret name (above): elsewhere it is not the secret
+    for secret in sorted((s for s in secrets if len(s) >= MIN_SECRET_LEN), key=len, reverse=True):
+        value = value.replace(secret, REDACTED)
+    return value

@@ -122,11 +122,11 @@ left:
 """
 
 import os
-import shutil
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import nofollow
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership as own
 
 try:
@@ -253,11 +253,13 @@ def _legacy_venvs(entries):
 def classify_all(module, host, entries, manifest, backup_names):
     """[(entry, status, problem)] for the candidates and the manifest's own entries, and the observations."""
     observed = dict((own.key_of(e), observe(module, e)) for e in list(entries) + list(manifest.values()))
-    context = {'backup_names': backup_names, 'own_users': set(), 'user_gids': {}, 'legacy_host': False}
+    context = {'backup_names': backup_names, 'own_users': set(), 'user_gids': {}, 'legacy_host': False,
+               'legacy_units': False}
     for entry in entries:
         if entry['kind'] == 'unit':
             status, _problem = own.classify(host, entry, observed[own.key_of(entry)], manifest, context)
             context['legacy_host'] = context['legacy_host'] or status in ('ours', 'adopt')
+            context['legacy_units'] = context['legacy_units'] or status == 'adopt'  # the previous release's unit
     accounts = [e for e in entries if e['kind'] == 'user']
     for entry in accounts:
         status, _problem = own.classify(host, entry, observed[own.key_of(entry)], manifest, context)
@@ -284,15 +286,8 @@ def _remove_one(module, entry, how):
         rc, _out, err = module.run_command([module.get_bin_path(command, required=True), path])
         return rc == 0 or module.fail_json(msg='%s %s failed: %s' % (command, path, err.strip()))
     if how == 'if_empty':
-        if os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path):
-            os.rmdir(path)
-            return True
-        return False
-    if how == 'tree':
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
-    return True
+        return nofollow.rmdir_if_empty(path)
+    return nofollow.remove_path(path)  # every component opened without following a link, the tree too
 
 
 def remove(module, host, entries, manifest, params):
@@ -305,14 +300,19 @@ def remove(module, host, entries, manifest, params):
     left = [_left(host, e, observed[own.key_of(e)]) for e, status, _p in classified
             if status == 'foreign' or (status == 'use' and e['kind'] in _NAMED_WHEN_USED)]
     plan = own.removal(working, observed, params['remove_caches'], params['remove_models'], params['remove_users'])
-    removed = _remove_all(module, plan)
+    plan, refused = own.removal_checked(host, plan)
+    left += refused
+    removed, refused = _remove_all(module, host, plan)
+    left += refused
     remaining = dict((k, e) for k, e in working.items() if k not in removed and _exists(e))
     if module.check_mode:
         return removed, [line for line in left if line]
     if remaining and all(own.REMOVE_WHEN[e['kind']] == 'empty' for e in remaining.values()):
         # only directories that go when empty are left: the manifest goes first, then they do if they can
         write_manifest(params['manifest'], {})
-        removed += _remove_all(module, [(e, 'if_empty') for e, how in plan if own.key_of(e) in remaining])
+        gone, refused = _remove_all(module, host, [(e, 'if_empty') for e, how in plan if own.key_of(e) in remaining])
+        removed += gone
+        left += refused
         remaining = dict((k, e) for k, e in remaining.items() if k not in removed)
         if remaining:
             write_manifest(params['manifest'], remaining)
@@ -324,14 +324,21 @@ def remove(module, host, entries, manifest, params):
 _NAMED_WHEN_USED = ('user', 'venv', 'home', 'lmcache_home', 'hf_home', 'cache', 'data_dir')
 
 
-def _remove_all(module, plan):
-    removed = []
+def _remove_all(module, host, plan):
+    """([keys removed], [sentences of what a link on the way kept from being removed])."""
+    removed, refused = [], []
     for entry, how in plan:
         if how == 'if_empty' and not _empty_after(entry, plan, removed):
             continue
-        if module.check_mode or _remove_one(module, entry, how):
-            removed.append(own.key_of(entry))
-    return removed
+        try:
+            if entry['kind'] not in ('user', 'group') and module.check_mode:
+                nofollow.check_path(entry['path'])
+            if module.check_mode or _remove_one(module, entry, how):
+                removed.append(own.key_of(entry))
+        except nofollow.Refused as exc:
+            refused.append('host %s: %s is left in place: %s (%s); remove the link, then run remove.yml again'
+                           % (host, entry['path'], exc, entry['variable']))
+    return removed, refused
 
 
 def _exists(entry):

@@ -279,6 +279,7 @@ from urllib.error import HTTPError, URLError
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_trust import UntrustedPath, read_trusted_text
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.service_status import collect
 
 
@@ -297,6 +298,17 @@ def read_text(path):
         with open(path, 'r') as handle:
             return handle.read()
     except (IOError, OSError):
+        return None
+
+
+def read_probe_cache(path, warn=None):
+    """The probe cache's text, read under the probe's own trust checks (probe_trust): None when it is absent,
+    a link, writable by others or in a directory others may change (a forged N never reaches the report)."""
+    try:
+        return read_trusted_text(path)
+    except (UntrustedPath, IOError, OSError) as exc:
+        if warn is not None:
+            warn('the probe cache is not read: %s' % exc)
         return None
 
 
@@ -335,7 +347,10 @@ def main():
             return name if os.access(name, os.X_OK) else None
         return module.get_bin_path(name, opt_dirs=['/usr/bin', '/usr/local/nvidia/bin'])
 
-    result = collect(module.params, run, http_get, read_text, which)
+    def read(path):
+        return read_probe_cache(path, module.warn) if path == module.params['cache_path'] else read_text(path)
+
+    result = collect(module.params, run, http_get, read, which)
     module.exit_json(changed=False, **result)
 
 

@@ -24,7 +24,7 @@ INPUTS = {'vllm_version': '0.32.0', 'model': {'kind': 'hub', 'id': 'Qwen/Qwen3.5
                        'gpus': [{'name': 'NVIDIA H200', 'compute_cap': '9.0', 'architecture': 'sm90'}]}}
 
 
-def run(runner, tmp_path, dst_inputs, dst_home='home'):
+def run(runner, tmp_path, dst_inputs, dst_home='home', **extra_vars):
     user, group = getpass.getuser(), grp.getgrgid(os.getgid()).gr_name
     hosts = {}
     for name, home in (('src', 'home'), ('dst', dst_home)):
@@ -35,7 +35,7 @@ def run(runner, tmp_path, dst_inputs, dst_home='home'):
     inventory.write_text(yaml.safe_dump({'all': {'hosts': hosts}}))
     extra = tmp_path / 'extra.json'
     extra.write_text(json.dumps({'test_probe_inputs': {'src': INPUTS, 'dst': dst_inputs},
-                                 'fleet_compile_cache_dir': str(tmp_path / 'control')}))
+                                 'fleet_compile_cache_dir': str(tmp_path / 'control'), **extra_vars}))
     code, output = runner.run(PLAYBOOK, str(inventory), '-e', '@%s' % extra)
     assert code == 0, output[-6000:]
     results = [json.loads(base64.b64decode(m)) for m in re.findall(r'FLEET-CC-RESULT ([A-Za-z0-9+/=]+)', output)]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import pwd
 import re
 import socket
 import stat
@@ -382,11 +383,19 @@ def test_remove_keeps_a_foreign_venv_in_a_shared_venvs_dir(runner, tmp_path):
 
 
 def test_remove_names_an_account_it_does_not_own(runner, tmp_path):
-    """root exists everywhere, has a login shell and another home: it must be left (and named)."""
-    inventory = write_inventory(tmp_path, {'localhost': local_host(tmp_path, vllm_server_user='root')})
+    """An account of another program (postgres: a login shell, another home) must be left (and named)."""
+    if 'postgres' not in [entry.pw_name for entry in pwd.getpwall()]:
+        pytest.skip('no account postgres on this machine')
+    inventory = write_inventory(tmp_path, {'localhost': local_host(tmp_path, vllm_server_user='postgres')})
     code, output = runner.run('remove.yml', inventory, '-e', 'ansible_become=false', '--check')
     assert code == 0, output[-6000:]
-    assert 'host localhost: user root is left in place' in output
+    assert 'host localhost: user postgres is left in place' in output
+
+
+def test_remove_refuses_root_as_a_service_account(runner, tmp_path):
+    inventory = write_inventory(tmp_path, {'localhost': local_host(tmp_path, vllm_server_user='root')})
+    code, output = runner.run('remove.yml', inventory, '-e', 'ansible_become=false', '--check')
+    assert code != 0 and 'host localhost: vllm_server_user=root is root' in output, output[-6000:]
     assert stat.S_ISDIR(os.stat('/root').st_mode)
 
 

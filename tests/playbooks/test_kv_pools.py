@@ -73,3 +73,17 @@ def test_a_store_without_its_password_is_refused_before_contact(runner):
     messages = ' '.join(fail_messages(output))
     assert 'host gpu-01: lmcache_server_kv_pool=qwen36 uses store kv-01, whose kv_store_password (value hidden) is ' \
            'not set; set it from a vault' in messages
+
+
+@pytest.mark.parametrize('playbook', ['validate.yml', 'plan.yml'])
+def test_a_misspelt_store_variable_is_refused_by_validate_and_plan(runner, hf_env, tmp_path, playbook):
+    extra = tmp_path / 'store.yml'
+    extra.write_text('all:\n  children:\n    kv_stores:\n      hosts:\n        kv-01:\n'
+                     '          kv_store_maxmemory: 2048\n')
+    code, output = runner.run(playbook, EXAMPLE, '-i', str(extra), '-e', 'ansible_ssh_executable=/nonexistent/ssh',
+                              '-e', 'fleet_plan_dir=%s' % (tmp_path / 'plan'))
+    assert code != 0, output[-4000:]
+    assert_no_contact(output)
+    assert ('host kv-01: kv_store_maxmemory=2048 is not a variable of the kv_store role; did you mean '
+            'kv_store_maxmemory_mb?') in ' '.join(fail_messages(output)), output[-4000:]
+    assert not (tmp_path / 'plan').exists(), 'plan.yml writes nothing when a store value is wrong'

@@ -80,7 +80,8 @@ def test_the_acl_file_holds_only_the_hash():
     assert '#' + hashlib.sha256(PASSWORD.encode()).hexdigest() in text
     assert result['acl_lines'][0] == 'user default off'
     assert PASSWORD not in '\n'.join(result['config_lines'] + result['unit_lines'])
-    assert result['health']['env'] == {'REDISCLI_AUTH': PASSWORD}
+    assert result['health']['stdin'] == PASSWORD and result['health']['argv'][-1] == '--askpass'
+    assert 'env' not in result['health'], 'a task environment is printed by -vvv even under no_log'
     assert PASSWORD not in ' '.join(result['health']['argv'])
 
 
@@ -151,21 +152,23 @@ def test_redis_accepts_the_configuration(tmp_path):
     (tmp_path / 'etc' / 'users.acl').write_text('\n'.join(plan['acl_lines']) + '\n')
     server = subprocess.Popen(['/usr/bin/redis-server', str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        env = dict(os.environ, **plan['health']['env'])
+        env = dict(os.environ)
+        env.pop('REDISCLI_AUTH', None)
         argv = [a if a != '/usr/bin/valkey-cli' else '/usr/bin/redis-cli' for a in plan['health']['argv']]
+        secret = plan['health']['stdin'] + '\n'  # as the command module's stdin (stdin_add_newline)
         for attempt in range(50):
-            ping = subprocess.run(check=False, args=argv + ['PING'], env=env, capture_output=True, text=True)
+            ping = subprocess.run(check=False, args=argv + ['PING'], env=env, input=secret, capture_output=True, text=True)
             if ping.stdout.strip() == 'PONG':
                 break
             subprocess.run(check=False, args=['sleep', '0.1'])
         assert ping.stdout.strip() == 'PONG'
         anonymous = subprocess.run(check=False, args=['/usr/bin/redis-cli', '-p', '16379', 'PING'], capture_output=True, text=True)
         assert 'NOAUTH' in anonymous.stdout + anonymous.stderr
-        denied = subprocess.run(check=False, args=argv + ['FLUSHALL'], env=env, capture_output=True, text=True)
+        denied = subprocess.run(check=False, args=argv + ['FLUSHALL'], env=env, input=secret, capture_output=True, text=True)
         assert 'NOPERM' in denied.stdout + denied.stderr
-        info = subprocess.run(check=False, args=argv + ['CONFIG', 'GET', 'maxmemory'], env=env, capture_output=True, text=True)
+        info = subprocess.run(check=False, args=argv + ['CONFIG', 'GET', 'maxmemory'], env=env, input=secret, capture_output=True, text=True)
         assert 'NOPERM' in info.stdout + info.stderr
-        memory = subprocess.run(check=False, args=argv + ['INFO', 'memory'], env=env, capture_output=True, text=True).stdout
+        memory = subprocess.run(check=False, args=argv + ['INFO', 'memory'], env=env, input=secret, capture_output=True, text=True).stdout
         assert 'maxmemory:1073741824' in memory and 'maxmemory_policy:allkeys-lru' in memory
     finally:
         server.terminate()
@@ -198,10 +201,11 @@ def test_a_cluster_has_an_administrator_of_its_own_in_the_acl_file():
 
 def test_the_cluster_step_is_the_administrators_cli():
     plan = cluster_plans()[0]
-    assert plan['cluster']['admin_argv'] == ['/usr/bin/redis-cli', '--user', 'fleet-cluster-admin', '--no-auth-warning']
-    assert plan['cluster']['env'] == {'REDISCLI_AUTH': ADMIN_PASSWORD}
+    assert plan['cluster']['admin_argv'] == ['/usr/bin/redis-cli', '--user', 'fleet-cluster-admin', '--no-auth-warning',
+                                             '--askpass']
+    assert plan['cluster']['stdin'] == ADMIN_PASSWORD and plan['cluster']['info']['stdin'] == ADMIN_PASSWORD
     assert plan['cluster']['info']['argv'] == ['/usr/bin/redis-cli', '-h', '127.0.0.1', '-p', '7000', '--user',
-                                               'fleet-cluster-admin', '--no-auth-warning', 'CLUSTER', 'INFO']
+                                               'fleet-cluster-admin', '--no-auth-warning', '--askpass', 'CLUSTER', 'INFO']
     assert plan['cluster']['unformed'] == 'cluster_slots_assigned:0'
 
 
@@ -235,9 +239,9 @@ def test_cluster_create_runs_on_the_first_store_against_every_store():
     create = ks.cluster_create(plans)
     assert create['host'] == 'kv-0' and create['errors'] == []
     assert create['nodes'] == ['127.0.0.1:7000', '127.0.0.1:7001', '127.0.0.1:7002']
-    assert create['argv'] == ['/usr/bin/redis-cli', '--user', 'fleet-cluster-admin', '--no-auth-warning', '--cluster',
-                              'create', '127.0.0.1:7000', '127.0.0.1:7001', '127.0.0.1:7002', '--cluster-yes']
-    assert create['env'] == {'REDISCLI_AUTH': ADMIN_PASSWORD}
+    assert create['argv'] == ['/usr/bin/redis-cli', '--user', 'fleet-cluster-admin', '--no-auth-warning', '--askpass',
+                              '--cluster', 'create', '127.0.0.1:7000', '127.0.0.1:7001', '127.0.0.1:7002', '--cluster-yes']
+    assert create['stdin'] == ADMIN_PASSWORD
     assert ADMIN_PASSWORD not in ' '.join(create['argv'])
 
 

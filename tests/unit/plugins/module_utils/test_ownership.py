@@ -165,13 +165,20 @@ def test_fingerprint_probe_cache_and_backups_are_adopted_only_beside_a_collectio
     cache = entry_of('probe_cache')
     backups = entry_of('backup_dir')
     hexed = dict(FILE_ROOT, head='ab' * 32 + '\n')
-    facts = dict(FILE_ROOT, head=json.dumps({'entries': {}}))
+    facts = dict(FILE_ROOT, head=json.dumps({'ab' * 32: {'vllm_block_size': 544, 'schema': 2}}))
     copies = dict(DIR_ROOT, entries=['vllm.service', 'vllm.env'])
     for item, obs in ((fingerprint, hexed), (cache, facts), (backups, copies)):
         assert classify(item, obs)[0] == 'foreign', item
         assert classify(item, obs, legacy_host=True, backup_names=['vllm.service', 'vllm.env'])[0] == 'adopt', item
     assert classify(backups, dict(copies, entries=['vllm.service', 'notes.txt']), legacy_host=True,
                     backup_names=['vllm.service'])[0] == 'foreign'
+
+
+@pytest.mark.parametrize('text', [json.dumps({'entries': {}}), json.dumps({}), json.dumps({'ab' * 32: {'x': 1}}),
+                                  json.dumps({'not-a-fingerprint': {'vllm_block_size': 544}})])
+def test_a_root_owned_json_file_that_is_not_the_probe_cache_is_never_adopted(text):
+    status, problem = classify(entry_of('probe_cache'), dict(FILE_ROOT, head=text), legacy_host=True)
+    assert status == 'foreign' and 'fleet_probe_cache_path=' in problem
 
 
 def test_per_version_venvs_are_adopted_by_the_collections_helper():
@@ -225,23 +232,67 @@ def test_a_hugging_face_cache_of_another_user_is_refused():
 
 # ----------------------------------------------------------------------------- accounts
 
-@pytest.mark.parametrize('obs, status', [
-    ({'exists': False}, 'absent'),
-    ({'exists': True, 'uid': 998, 'gid': 998, 'home': '/var/lib/vllm', 'shell': '/usr/sbin/nologin'}, 'adopt'),
-    ({'exists': True, 'uid': 998, 'gid': 998, 'home': '/var/lib/vllm', 'shell': '/bin/bash'}, 'use'),
-    ({'exists': True, 'uid': 1001, 'gid': 1001, 'home': '/var/lib/vllm', 'shell': '/usr/sbin/nologin'}, 'use'),
-    ({'exists': True, 'uid': 0, 'gid': 0, 'home': '/root', 'shell': '/bin/bash'}, 'use'),
+LEGACY_USER = {'exists': True, 'uid': 998, 'gid': 998, 'home': '/var/lib/vllm', 'shell': '/usr/sbin/nologin'}
+
+
+@pytest.mark.parametrize('obs, legacy, status', [
+    ({'exists': False}, False, 'absent'),
+    (LEGACY_USER, True, 'adopt'),  # beside a unit the previous release rendered
+    (LEGACY_USER, False, 'use'),  # an account the collection did not create is never adopted
+    (dict(LEGACY_USER, shell='/bin/bash'), True, 'use'),
+    (dict(LEGACY_USER, uid=1001, gid=1001), True, 'use'),
 ])
-def test_users(obs, status):
+def test_users(obs, legacy, status):
     user = [e for e in plan()['ownership'] if own.key_of(e) == 'user:vllm'][0]
-    assert classify(user, obs) == (status, None)
+    assert classify(user, obs, legacy_units=legacy) == (status, None)
 
 
-def test_a_group_is_adopted_with_its_user_only():
+def test_a_group_is_adopted_with_its_user_only_beside_the_previous_releases_unit():
     group = [e for e in plan()['ownership'] if own.key_of(e) == 'group:vllm'][0]
-    assert classify(group, {'exists': True, 'gid': 998}, own_users={'vllm'}, user_gids={'vllm': 998})[0] == 'adopt'
+    mine = dict(own_users={'vllm'}, user_gids={'vllm': 998})
+    assert classify(group, {'exists': True, 'gid': 998}, legacy_units=True, **mine)[0] == 'adopt'
+    assert classify(group, {'exists': True, 'gid': 998}, **mine)[0] == 'use'
     assert classify(group, {'exists': True, 'gid': 998})[0] == 'use'
     assert classify(group, {'exists': True, 'gid': 998}, manifest={own.key_of(group): group})[0] == 'ours'
+
+
+def test_a_system_group_the_service_user_joined_is_never_adopted():
+    # vllm_server_group: video, deployed twice: the user the collection created has video as its primary group
+    group = [e for e in plan(vllm_server_group='video')['ownership'] if own.key_of(e) == 'group:video'][0]
+    mine = dict(own_users={'vllm'}, user_gids={'vllm': 44}, legacy_units=True)
+    assert classify(group, {'exists': True, 'gid': 44}, **mine) == ('use', None)
+
+
+@pytest.mark.parametrize('obs', [
+    {'exists': True, 'uid': 6, 'gid': 12, 'home': '/var/cache/man', 'shell': '/usr/sbin/nologin'},
+    {'exists': False},
+])
+def test_an_account_of_the_distribution_is_refused_even_when_its_home_matches(obs):
+    entries = plan(vllm_server_user='man', vllm_server_home='/var/cache/man')['ownership']
+    user = [e for e in entries if own.key_of(e) == 'user:man'][0]
+    status, problem = classify(user, obs, legacy_units=True)
+    assert status == 'foreign' and problem.startswith('host gpu-07: vllm_server_user=man ')
+    assert 'use an account of its own' in problem
+
+
+@pytest.mark.parametrize('kind, name, obs', [
+    ('user', 'root', {'exists': True, 'uid': 0, 'gid': 0, 'home': '/root', 'shell': '/bin/bash'}),
+    ('user', 'toor', {'exists': True, 'uid': 0, 'gid': 0, 'home': '/var/lib/vllm', 'shell': '/usr/sbin/nologin'}),
+    ('group', 'root', {'exists': True, 'gid': 0}),
+    ('group', 'wheel0', {'exists': True, 'gid': 0}),
+])
+def test_root_is_never_a_service_account(kind, name, obs):
+    entries = plan(**{'vllm_server_%s' % kind: name})['ownership']
+    entry = [e for e in entries if own.key_of(e) == '%s:%s' % (kind, name)][0]
+    status, problem = classify(entry, obs, legacy_units=True, own_users={name}, user_gids={name: 0})
+    assert status == 'foreign' and 'vllm_server_%s=%s' % (kind, name) in problem, problem
+
+
+def test_removal_never_deletes_a_system_account_from_a_changed_manifest():
+    plan_ = [({'kind': 'user', 'path': 'man'}, 'account'), ({'kind': 'group', 'path': 'video'}, 'account'),
+             ({'kind': 'user', 'path': 'vllm'}, 'account')]
+    kept, refused = own.removal_checked(HOST, plan_)
+    assert [e['path'] for e, _how in kept] == ['vllm'] and len(refused) == 2
 
 
 # ----------------------------------------------------------------------------- removal
@@ -290,3 +341,10 @@ def test_users_go_before_their_groups():
     assert accounts.index('user:lmcache') < accounts.index('group:lmcache')
     assert accounts.index('user:vllm') < accounts.index('group:vllm')
     assert accounts[:2] == ['user:lmcache', 'user:vllm']
+
+
+@pytest.mark.parametrize('name, value', [('vllm_server_user', 'root'), ('lmcache_server_group', 'root'),
+                                         ('vllm_server_user', 'man'), ('lmcache_server_user', 'www-data')])
+def test_the_plan_refuses_root_and_the_distributions_accounts(name, value):
+    errors = [e for e in plan(**{name: value})['errors'] if e.startswith('host gpu-07: %s=%s ' % (name, value))]
+    assert errors and 'use an account of its own' in errors[0]

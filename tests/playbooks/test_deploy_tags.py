@@ -1,0 +1,87 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""No tag selection of deploy.yml skips the safety of the stages it runs: every selection that changes a host
+runs validation and the ownership claims (stage 1b) of the vLLM hosts and of the KV stores, --tags rollout deploys
+the KV stores (stage 3b), and a host whose claim did not run (--skip-tags always) is refused before stage 2
+installs anything. The listings come from the real ansible-playbook --list-tasks."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+
+VALIDATE = 'Stop before any host is changed when a value is wrong'
+VALIDATE_STORES = 'Stop before any host is changed when a store value is wrong'
+CLAIM_HOSTS = 'Check and claim what the deploy creates'
+CLAIM_STORES = 'Check and claim what the role kv_store creates'
+GUARD = 'Refuse a host whose ownership claim (stage 1b) did not run'
+STORES = 'Stage 3b, deploy the KV stores'
+
+
+def listing(runner, *tags):
+    inventory = runner.write_inventory({'gpu-1': {}})
+    code, output = runner.run('deploy.yml', inventory, '--list-tasks', *tags)
+    assert code == 0, output[-4000:]
+    return output
+
+
+def plays(output):
+    """{play name: [task lines]} of an --list-tasks output."""
+    found, current = {}, None
+    for line in output.splitlines():
+        match = re.match(r'\s*play #\d+ \([^)]*\): (.*?)\s+TAGS:', line)
+        if match:
+            current = match.group(1)
+            found[current] = []
+        elif current and line.strip():
+            found[current].append(line.strip())
+    return found
+
+
+def tasks_of(output, play_prefix):
+    return [t for name, lines in plays(output).items() if name.startswith(play_prefix) for t in lines]
+
+
+@pytest.mark.parametrize('tags', [(), ('--tags', 'install'), ('--tags', 'check'), ('--tags', 'rollout'),
+                                  ('--tags', 'install,rollout'), ('--skip-tags', 'install')])
+def test_every_selection_that_changes_a_host_validates_and_claims(runner, tags):
+    output = listing(runner, *tags)
+    assert [t for t in tasks_of(output, "Validate the fleet's variables") if t.startswith(VALIDATE)], output
+    assert [t for t in tasks_of(output, "Validate the KV stores' variables") if t.startswith(VALIDATE_STORES)], output
+    assert [t for t in tasks_of(output, 'Stage 1b, on every host') if t.startswith(CLAIM_HOSTS)], output
+    assert [t for t in tasks_of(output, 'Stage 1b, on every KV store host') if t.startswith(CLAIM_STORES)], output
+    for stage in ('Stage 2', 'Stage 4'):
+        if [t for t in tasks_of(output, stage) if t != 'tasks:']:
+            assert [t for t in tasks_of(output, stage) if t.startswith(GUARD)], (stage, output)
+
+
+def runs(output, play_prefix):
+    return [t for t in tasks_of(output, play_prefix) if 'Install the server package' in t]
+
+
+def test_rollout_deploys_the_kv_stores(runner):
+    assert runs(listing(runner, '--tags', 'rollout'), STORES)
+    assert runs(listing(runner), STORES)
+    assert not runs(listing(runner, '--tags', 'install'), STORES)
+
+
+def test_validate_alone_touches_no_host(runner, tmp_path):
+    inventory = runner.write_inventory({'gpu-1': {
+        'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable,
+        'vllm_server_model': '/srv/models/qwen3-dense-tiny', 'vllm_server_device': 'cpu',
+        'vllm_server_kv_connector': False}})
+    code, output = runner.run('deploy.yml', inventory, '--tags', 'validate', '-e', 'fleet_manifest_path=%s' % (
+        tmp_path / 'manifest.json'))
+    assert code == 0, output[-4000:]
+    assert re.search(r'TASK \[%s\] \**\nskipping: \[gpu-1\]' % re.escape(CLAIM_HOSTS), output), output[-4000:]
+    assert not (tmp_path / 'manifest.json').exists()
+
+
+def test_a_host_whose_claim_was_skipped_is_refused_before_stage_2(runner):
+    inventory = runner.write_inventory({'gpu-1': {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable}})
+    code, output = runner.run('deploy.yml', inventory, '--tags', 'install', '--skip-tags', 'always')
+    assert code != 0, output[-4000:]
+    assert 'stage 1b of deploy.yml' in output and 'did not run, so nothing is installed' in output, output[-4000:]
+    assert 'Install the LMCache server' not in output
