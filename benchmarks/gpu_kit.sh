@@ -120,11 +120,16 @@ cmd_recv() {
     df -h "$KIT_ROOT" | tail -1
 }
 
-make_venv() {
+make_venv() {  # the kit's site first, then the image's own site-packages (its torch), with their .pth files
     local venv=$KIT_ROOT/venv sp
-    python3 -m venv --without-pip --system-site-packages "$venv"
+    python3 -m venv --without-pip "$venv"
     sp=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    echo "$KIT_ROOT/site" > "$sp/gpukit.pth"
+    {
+        echo "$KIT_ROOT/site"
+        python3 -c 'import site, sys
+for d in site.getsitepackages() + [site.getusersitepackages()]:
+    print("import site; site.addsitedir(%r)" % d)'
+    } > "$sp/gpukit.pth"
     local name mod
     for pair in vllm:vllm.entrypoints.cli.main lmcache:lmcache.cli.main ansible-playbook:ansible.cli.playbook; do
         name=${pair%%:*}
