@@ -167,6 +167,10 @@ cmd_poll() {
         sleep 5
     done
     tail -40 "$KIT_ROOT/driver.log"
+    for f in $(ls -t "$KIT_ROOT"/work/*/logs/*.log 2>/dev/null | head -2); do
+        echo "--- $f"
+        tail -4 "$f" | cut -c1-300
+    done
     if [ -n "${OUT:-}" ]; then  # the result so far (written after every case), the logs once done
         cp "$KIT_ROOT"/results/*.json "$OUT/" 2>/dev/null || true
         cp "$KIT_ROOT"/results/*logs*.tar.xz "$OUT/" 2>/dev/null || true
