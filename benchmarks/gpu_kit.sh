@@ -21,6 +21,8 @@
 set -euo pipefail
 
 KIT_ROOT=${GPU_KIT_ROOT:-/opt/gpukit}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+GPU_KIT_PREINSTALLED=${GPU_KIT_PREINSTALLED:-$HERE/gpu_kit_preinstalled.txt}
 PART_SIZE=55M
 VLLM_PIN=vllm==0.24.0
 LMCACHE_PIN=lmcache==0.5.3
@@ -29,12 +31,46 @@ ANSIBLE_PIN=ansible-core==2.19.14
 EXCLUDED="torch torchaudio torchvision triton numpy cupy-cuda13x flashinfer-python flashinfer-cubin
 flashinfer-jit-cache nvidia-cutlass-dsl nvidia-cutlass-dsl-libs-base nvidia-cutlass-dsl-libs-cu13 nvidia-cuda-nvcc
 nvidia-cuda-crt nvidia-cuda-cccl nvidia-cuda-tileiras nvidia-nvvm tilelang z3-solver humming-kernels quack-kernels
-cuda-tile cuda-python nvidia-cudnn-frontend tokenspeed-mla apache-tvm-ffi fastsafetensors"
+cuda-tile cuda-python nvidia-cudnn-frontend tokenspeed-mla fastsafetensors"
 PLATFORMS="manylinux_2_31_x86_64 manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_26_x86_64
 manylinux_2_24_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux_2_5_x86_64 manylinux1_x86_64
 linux_x86_64 any"
 
 log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+
+closure_check() {  # $1: wheels dir, $2: preinstalled names; fails when a wheel needs what neither has
+    python3 - "$1" "$2" "$EXCLUDED" <<'EOF'
+import glob, os, sys, zipfile
+from pip._vendor.packaging.requirements import Requirement
+from pip._vendor.packaging.utils import canonicalize_name as canon
+env = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux", "platform_system": "Linux",
+       "platform_machine": "x86_64", "os_name": "posix", "implementation_name": "cpython", "extra": ""}
+pre = {canon(l.strip()) for l in open(sys.argv[2]) if l.strip() and not l.startswith("#")}
+excluded = {canon(n) for n in sys.argv[3].split()}
+kit, needs = {}, []
+for whl in glob.glob(os.path.join(sys.argv[1], "*.whl")):
+    with zipfile.ZipFile(whl) as z:
+        meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    fields = dict(l.split(": ", 1) for l in meta.splitlines() if l.startswith(("Name: ", "Version: ")))
+    kit[canon(fields["Name"])] = fields["Version"]
+    needs += [(fields["Name"], l.split(": ", 1)[1]) for l in meta.splitlines() if l.startswith("Requires-Dist: ")]
+bad = []
+for owner, text in needs:
+    req = Requirement(text)
+    if req.marker is not None and not req.marker.evaluate(env):
+        continue
+    name = canon(req.name)
+    if name in kit:
+        if not req.specifier.contains(kit[name], prereleases=True):
+            bad.append("%s needs %s, the kit has %s" % (owner, text, kit[name]))
+    elif name not in pre and name not in excluded:
+        bad.append("%s needs %s: neither in the kit nor on the GPU image" % (owner, text))
+print("closure: %d wheels, %d requirements checked" % (len(kit), len(needs)))
+for line in bad:
+    print("closure: " + line)
+sys.exit(1 if bad else 0)
+EOF
+}
 
 build_site_archive() {  # $1: cache dir; writes $1/site.tar.xz
     local cache=$1 w
@@ -45,10 +81,10 @@ build_site_archive() {  # $1: cache dir; writes $1/site.tar.xz
     for n in $EXCLUDED; do echo "$n; sys_platform == 'never'"; done > "$w/overrides.txt"
     "$w/uv/bin/uv" pip compile "$w/req.in" --override "$w/overrides.txt" --python-version 3.12 \
         --python-platform x86_64-manylinux_2_28 --no-header --no-annotate -o "$w/lock.txt"
-    python3 - "$w/lock.txt" "${GPU_KIT_PREINSTALLED:?one name a line: the Python packages of the GPU image}" \
+    python3 - "$w/lock.txt" "$GPU_KIT_PREINSTALLED" \
         > "$w/need.txt" <<'EOF'
 import re, sys
-pre = {l.strip().lower().replace('_', '-') for l in open(sys.argv[2]) if l.strip()}
+pre = {l.strip().lower().replace('_', '-') for l in open(sys.argv[2]) if l.strip() and not l.startswith('#')}
 for line in open(sys.argv[1]):
     line = line.strip()
     if line and not line.startswith('#') and re.split(r'[=<>; ]', line)[0].lower().replace('_', '-') not in pre:
@@ -59,6 +95,7 @@ EOF
     # shellcheck disable=SC2086
     "$w/uv/bin/pip" download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $plat \
         -d "$w/wheels" -r "$w/need.txt"
+    closure_check "$w/wheels" "$GPU_KIT_PREINSTALLED"
     # shellcheck disable=SC2086
     "$w/uv/bin/pip" install -q --no-deps --no-compile --only-binary=:all: --python-version 3.12 \
         --implementation cp $plat --target "$w/site" "$w"/wheels/*.whl
@@ -144,14 +181,26 @@ cmd_start() {
     local cases=${1:-}
     cmd_recv
     cd "$KIT_ROOT/parts"
-    sha256sum -c kit.sha256
+    if ! sha256sum -c --quiet kit.sha256; then
+        echo "MISSING OR BROKEN PARTS: this host lost the earlier calls' parts (a fresh host?); send every part again"
+        exit 1
+    fi
     log "unpacking"
     rm -rf "$KIT_ROOT/site" "$KIT_ROOT/tree" "$KIT_ROOT/venv" "$KIT_ROOT/results"
     cat kit.part-* | xz -d -T0 | tar -C "$KIT_ROOT" -xf -
     mkdir -p "$KIT_ROOT/tree" "$KIT_ROOT/results"
     tar -C "$KIT_ROOT/tree" -xzf tree.tar.gz
     make_venv
-    log "unpacked: $(du -sm "$KIT_ROOT/site" | cut -f1) MiB; $("$KIT_ROOT/venv/bin/python" -c 'import vllm, lmcache, ansible, torch; print("vllm", vllm.__version__, "torch", torch.__version__)' 2>&1 | tail -1)"
+    log "unpacked: $(du -sm "$KIT_ROOT/site" | cut -f1) MiB; importing what the units and the plan load"
+    # What vLLM's API server, LMCache's connector and server and ansible-playbook import at start: a kit that
+    # misses a module fails here, in seconds, instead of in the first case's probe.
+    if ! "$KIT_ROOT/venv/bin/python" -c 'import torch, vllm, lmcache, xgrammar, ansible
+import vllm.entrypoints.openai.api_server, lmcache.integration.vllm.lmcache_mp_connector, lmcache.cli.main
+import ansible.cli.playbook
+print("vllm", vllm.__version__, "torch", torch.__version__, "cuda", torch.cuda.is_available())'; then
+        echo "KIT IMPORT FAILED: the driver was not started"
+        exit 1
+    fi
     cd "$KIT_ROOT"
     GPU_KIT_ROOT=$KIT_ROOT GPU_KIT_CASES=$cases setsid nohup bash "$KIT_ROOT/parts/gpu_kit_driver.sh" \
         > "$KIT_ROOT/driver.log" 2>&1 < /dev/null &
