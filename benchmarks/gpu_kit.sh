@@ -187,7 +187,7 @@ cmd_start() {
     fi
     log "unpacking"
     rm -rf "$KIT_ROOT/site" "$KIT_ROOT/tree" "$KIT_ROOT/venv" "$KIT_ROOT/results"
-    cat kit.part-* | xz -d -T0 | tar -C "$KIT_ROOT" -xf -
+    awk '{print $2}' kit.sha256 | xargs cat | xz -d -T0 | tar -C "$KIT_ROOT" -xf -
     mkdir -p "$KIT_ROOT/tree" "$KIT_ROOT/results"
     tar -C "$KIT_ROOT/tree" -xzf tree.tar.gz
     make_venv
