@@ -22,7 +22,7 @@ setup() {
 
 stage_lint()   { ansible-lint --profile production; }
 stage_sanity() { bash scripts/sanity.sh; }
-stage_pytest() { FLEET_REQUIRE_REAL=1 FLEET_REQUIRE_PROMTOOL=1 python -m pytest -p no:cacheprovider -ra tests/unit tests/playbooks tests/real; }
+stage_pytest() { FLEET_REQUIRE_REAL=1 FLEET_REQUIRE_PROMTOOL=1 python -m pytest -p no:cacheprovider -ra tests/unit tests/playbooks tests/real tests/gpu; }
 # The unit tests once more with the second supported ansible-core (its own small venv; needs Python >= 3.12).
 stage_unit-ansible-2.20() {
   bash scripts/setup-tools-ansible-2.20.sh &&

@@ -29,6 +29,7 @@ GPU memory is back. Without a CUDA device it writes ``{"skipped": ...}`` and exi
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -41,6 +42,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 
 import gpulib as g  # noqa: E402
+import scores  # noqa: E402
 from fleet_collection import ansible_env, ansible_playbook_argv, collections_tree  # noqa: E402
 from fleet_probe_play import ProbePlay  # noqa: E402
 from systemd_unit import service_command  # noqa: E402
@@ -61,13 +63,25 @@ def load_vars(path):
         return yaml.safe_load(text) or {}
 
 
+def apply_overrides(host_vars, pairs):
+    """KEY=VALUE pairs (VALUE read as YAML) over the host variables; returns a new dict."""
+    import yaml  # ansible-core depends on PyYAML
+    out = dict(host_vars)
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError("--set wants KEY=VALUE, got %r" % pair)
+        out[key] = yaml.safe_load(value)
+    return out
+
+
 def probe(work, args, timeout=1200):
     """The module through ansible-playbook on localhost; (result, wall seconds, log tail)."""
     res, wall, output = ProbePlay(work, args).run(timeout)
     return res or {"failed": True, "msg": "no result"}, wall, output[-3000:]
 
 
-def probe_args(model_dir, host_vars, n_timeout=900, shrink="auto", log_path=None, cache_path=None):
+def probe_args(model_dir, host_vars, n_timeout=900, shrink="auto", log_path=None, cache_path=None, force=True):
     """Module arguments the vllm_server role would pass, from the host variables."""
     venv = host_vars.get("vllm_server_venv", "/opt/vllm/venv")
     args = {
@@ -77,7 +91,7 @@ def probe_args(model_dir, host_vars, n_timeout=900, shrink="auto", log_path=None
         "kv_cache_dtype": host_vars.get("vllm_server_kv_cache_dtype", "auto"),
         "extra_args": list(host_vars.get("vllm_server_extra_args", [])),
         "env": {k: str(v) for k, v in (host_vars.get("vllm_server_env") or {}).items()},
-        "timeout": n_timeout, "force": True, "shrink": shrink,
+        "timeout": n_timeout, "force": force, "shrink": shrink,
         "language_model_only": bool(host_vars.get("vllm_server_language_model_only", True)),
     }
     if cache_path:
@@ -120,6 +134,17 @@ def unit_command(root, unit):
     env.update(cmd["env"])
     cmd["run_env"] = env
     return cmd
+
+
+def unit_hashes(root):
+    """sha256 of every file plan.yml wrote for the host (units, environment files, plan.json)."""
+    out = {}
+    for top, _dirs, files in os.walk(root):
+        for name in files:
+            path = os.path.join(top, name)
+            with open(path, "rb") as fh:
+                out[os.path.relpath(path, root)] = hashlib.sha256(fh.read()).hexdigest()
+    return dict(sorted(out.items()))
 
 
 def flag(argv, name, default=None):
@@ -203,12 +228,6 @@ def refused_start(vll, logs, timeout, baseline_mib=0):
     return vll, out
 
 
-def first_choice(data):
-    ch = (data.get("choices") or [{}])[0]
-    lp = ch.get("logprobs") or {}
-    return ch.get("text"), lp.get("tokens"), lp.get("token_logprobs")
-
-
 def wait_store(lmc_metrics_url, before, settle=3.0, timeout=30.0):
     """Wait until LMCache's stored-chunk counter stops growing (stores are asynchronous)."""
     deadline = time.monotonic() + timeout
@@ -222,6 +241,75 @@ def wait_store(lmc_metrics_url, before, settle=3.0, timeout=30.0):
             break
         time.sleep(0.5)
     return last
+
+
+def salted(base, model_name, prompt, salt, args):
+    """One greedy completion with top-k logprobs under its own cache_salt (vLLM's prefix cache and
+    LMCache key their entries with it, so a new salt is a fresh computation)."""
+    status, data, seconds = g.completion(base, model_name, prompt, max_tokens=args.max_tokens,
+                                         logprobs=args.top_logprobs, cache_salt=salt)
+    if status != 200:
+        raise RuntimeError("request %s failed: %s %s" % (salt, status, str(data)[:500]))
+    return data, seconds
+
+
+def counters(lmc_http, base):
+    lm, vm = g.scrape(lmc_http + "/metrics"), g.scrape(base + "/metrics")
+    return {"lmcache_hit_tokens": g.metric(lm, "lmcache_mp_lookup_hit_tokens_total"),
+            "lmcache_requested_tokens": g.metric(lm, "lmcache_mp_lookup_requested_tokens_total"),
+            "lmcache_stored_chunks": g.metric(lm, "lmcache_mp_l1_write_chunks_total"),
+            "vllm_external_hits": g.metric(vm, "vllm:external_prefix_cache_hits_total"),
+            "vllm_external_queries": g.metric(vm, "vllm:external_prefix_cache_queries_total"),
+            "vllm_prefix_cache_hits": g.metric(vm, "vllm:prefix_cache_hits_total")}
+
+
+def scored_requests(res, base, model_name, lmc_http, n, args):
+    """The prompt P fresh (salt a), fresh again (salt b), from vLLM's own prefix cache (salt a), from
+    LMCache after POST /reset_prefix_cache (salt a), and a prompt whose first block differs (salt c, the
+    control). Fills res["requests"], res["scores"] and the checks."""
+    prompt = g.prompt_text(args.prompt_blocks * n + n // 3, seed=args.seed)
+    control = g.prompt_text(n, seed=args.seed + 1000) + prompt[n:]
+    res["prompt_chars"] = len(prompt)
+    tag = "acc%d-" % args.seed
+    steps = [("fresh", prompt, tag + "a"), ("fresh_again", prompt, tag + "b"),
+             ("vllm_prefix_cache", prompt, tag + "a"), ("reset", None, None),
+             ("lmcache", prompt, tag + "a"), ("wrong_prefix", control, tag + "c")]
+    out, reqs = {}, res.setdefault("requests", {})
+    for name, text, salt in steps:
+        if name == "reset":
+            res["reset_prefix_cache"] = g.http("POST", base + "/reset_prefix_cache", timeout=60)[0]
+            continue
+        before = counters(lmc_http, base)
+        data, seconds = salted(base, model_name, text, salt, args)
+        if name in ("fresh", "fresh_again"):
+            wait_store(lmc_http + "/metrics", before["lmcache_stored_chunks"])
+        time.sleep(1.0)
+        after = counters(lmc_http, base)
+        out[name] = scores.choice_scores(data)
+        reqs[name] = {"cache_salt": salt, "seconds": round(seconds, 3), "usage": data.get("usage"),
+                      "text": (data.get("choices") or [{}])[0].get("text"),
+                      "delta": {k: after[k] - before[k] for k in after}}
+    ref = out["fresh"]
+    cmp_ = {name: scores.compare(ref, out[name]) for name in ("fresh_again", "vllm_prefix_cache", "lmcache",
+                                                              "wrong_prefix")}
+    verdict = scores.verdict(cmp_["lmcache"], [cmp_["fresh_again"], cmp_["vllm_prefix_cache"]],
+                             cmp_["wrong_prefix"], k=args.bound_k, floor=args.bound_floor)
+    res["scores"] = {"compare_to_fresh": cmp_, "verdict": verdict, "spread_fresh": scores.spread(ref),
+                     "top_logprobs": args.top_logprobs, "max_tokens": args.max_tokens}
+    d = {name: reqs[name]["delta"] for name in reqs}
+    res["checks"]["reset_prefix_cache_200"] = res.get("reset_prefix_cache") == 200
+    res["checks"]["fresh_runs_without_hits"] = all(
+        d[x]["vllm_external_hits"] == 0 and d[x]["vllm_prefix_cache_hits"] == 0 for x in ("fresh", "fresh_again"))
+    res["checks"]["lmcache_stored_chunks"] = d["fresh"]["lmcache_stored_chunks"] > 0
+    res["checks"]["vllm_prefix_cache_hit"] = d["vllm_prefix_cache"]["vllm_prefix_cache_hits"] > 0
+    res["checks"]["lmcache_hit_tokens_grew"] = d["lmcache"]["lmcache_hit_tokens"] > 0
+    res["checks"]["vllm_external_hits_grew"] = d["lmcache"]["vllm_external_hits"] > 0
+    res["checks"]["no_vllm_prefix_hits_after_reset"] = d["lmcache"]["vllm_prefix_cache_hits"] == 0
+    res["checks"]["lmcache_logprobs_within_bound"] = verdict["within_bound"]
+    res["metrics"] = {"lmcache hit tokens (served from LMCache)": d["lmcache"]["lmcache_hit_tokens"],
+                      "vllm external hits (served from LMCache)": d["lmcache"]["vllm_external_hits"],
+                      "lmcache stored chunks (fresh)": d["fresh"]["lmcache_stored_chunks"],
+                      "prompt tokens": (reqs["fresh"]["usage"] or {}).get("prompt_tokens")}
 
 
 def ancestors(pid):
@@ -243,7 +331,7 @@ def run(args):
     if not g.cuda_device_present():
         res["skipped"] = "no CUDA device (nvidia-smi lists no GPU)"
         return res
-    host_vars = load_vars(args.host_vars)
+    host_vars = apply_overrides(load_vars(args.host_vars), args.set)
     work = args.workdir or tempfile.mkdtemp(prefix="fleet-gpu-acceptance-")
     os.makedirs(work, exist_ok=True)
     logs = args.logs or os.path.join(work, "logs")
@@ -260,9 +348,10 @@ def run(args):
         n = args.n
         res["probe"] = {"skipped": "N given on the command line", "N": n}
     else:
+        cache = args.probe_cache or os.path.join(work, "facts.d", "vllm_block_size.fact")
         pr, wall, out = probe(work, probe_args(os.path.abspath(args.model_dir), host_vars, shrink=args.probe_shrink,
                                                log_path=os.path.join(logs, "probe-vllm.log"),
-                                               cache_path=os.path.join(work, "facts.d", "vllm_block_size.fact")))
+                                               cache_path=cache, force=not args.probe_cache))
         res["probe"] = {k: pr.get(k) for k in ("vllm_block_size", "source", "outcome", "reason", "vllm_version",
                                                "platform", "probe_mode", "shrink_reason", "elapsed_s",
                                                "probe_elapsed_s", "log_line", "failed", "msg")}
@@ -282,6 +371,7 @@ def run(args):
         res["result"], res["reason"] = "fail", str(exc)[-3000:]
         return res
     lmc, vll = unit_command(root, "lmcache-server"), unit_command(root, "vllm")
+    res["unit_sha256"] = unit_hashes(root)
     res["units"] = {"lmcache-server": {k: lmc[k] for k in ("argv", "env", "env_files", "user", "working_directory")},
                     "vllm": {k: vll[k] for k in ("argv", "env", "env_files", "user", "working_directory")}}
     for k in ("HF_TOKEN", "VLLM_API_KEY"):
@@ -297,6 +387,7 @@ def run(args):
     names = ("vllm_server_gpu_memory_utilization", "vllm_server_max_num_seqs", "vllm_server_max_model_len",
              "vllm_server_gpu_architecture", "vllm_server_version", "vllm_server_lmcache_version")
     res["inputs"] = {k: host_vars.get(k) for k in names}
+    res["inputs"]["overrides"] = list(args.set)
     res["mamba"] = {"plan": derived.get("mamba"), "unit_max_num_seqs": flag(vll["argv"], "--max-num-seqs"),
                     "plan_warnings": [w for w in planned.get("warnings") or [] if "Mamba" in w]}
     chunk = int(flag(lmc["argv"], "--chunk-size"))
@@ -343,48 +434,13 @@ def run(args):
 
         info = cache_config_info(base)
         res["mamba"]["cache_config_info"] = info
-        if info.get("num_gpu_blocks") not in (None, "", "None") and res["mamba"]["unit_max_num_seqs"]:
+        if info.get("num_gpu_blocks") not in (None, "", "None"):
             res["mamba"]["M"] = int(info["num_gpu_blocks"])
-            res["checks"]["max_num_seqs_within_M"] = int(res["mamba"]["unit_max_num_seqs"]) <= res["mamba"]["M"]
+            if res["mamba"]["unit_max_num_seqs"]:
+                res["checks"]["max_num_seqs_within_M"] = int(res["mamba"]["unit_max_num_seqs"]) <= res["mamba"]["M"]
 
-        # 5. The same long prompt twice around a reset of vLLM's own prefix cache.
-        prompt = g.prompt_text(args.prompt_blocks * n + n // 3, seed=args.seed)
-        res["prompt_chars"] = len(prompt)
-        lm0, vm0 = g.scrape(lmc_http + "/metrics"), g.scrape(base + "/metrics")
-        s1, d1, t_1 = g.completion(base, model_name, prompt, max_tokens=args.max_tokens)
-        res["request1"] = {"status": s1, "seconds": round(t_1, 3), "usage": d1.get("usage")}
-        if s1 != 200:
-            res["request1"]["body"] = d1
-            raise RuntimeError("first request failed")
-        chunks = wait_store(lmc_http + "/metrics", g.metric(lm0, "lmcache_mp_l1_write_chunks_total"))
-        rs = g.http("POST", base + "/reset_prefix_cache", timeout=60)
-        res["reset_prefix_cache"] = rs[0]
-        lm1, vm1 = g.scrape(lmc_http + "/metrics"), g.scrape(base + "/metrics")
-        s2, d2, t_2 = g.completion(base, model_name, prompt, max_tokens=args.max_tokens)
-        res["request2"] = {"status": s2, "seconds": round(t_2, 3), "usage": d2.get("usage")}
-        time.sleep(1.0)
-        lm2, vm2 = g.scrape(lmc_http + "/metrics"), g.scrape(base + "/metrics")
-
-        def delta(after, before, name):
-            return g.metric(after, name) - g.metric(before, name)
-
-        res["metrics"] = {
-            "lmcache_mp_l1_write_chunks_total (request 1)": chunks - g.metric(lm0, "lmcache_mp_l1_write_chunks_total"),
-            "lmcache_mp_lookup_hit_tokens_total (request 2)": delta(lm2, lm1, "lmcache_mp_lookup_hit_tokens_total"),
-            "lmcache_mp_lookup_requested_tokens_total (request 2)": delta(lm2, lm1, "lmcache_mp_lookup_requested_tokens_total"),
-            "vllm:external_prefix_cache_hits_total (request 2)": delta(vm2, vm1, "vllm:external_prefix_cache_hits_total"),
-            "vllm:external_prefix_cache_queries_total (request 2)": delta(vm2, vm1, "vllm:external_prefix_cache_queries_total"),
-            "vllm:prefix_cache_hits_total (request 2)": delta(vm2, vm1, "vllm:prefix_cache_hits_total"),
-            "vllm:external_prefix_cache_hits_total (request 1)": delta(vm1, vm0, "vllm:external_prefix_cache_hits_total"),
-        }
-        res["checks"]["reset_prefix_cache_200"] = rs[0] == 200
-        res["checks"]["lmcache_hit_tokens_grew"] = res["metrics"]["lmcache_mp_lookup_hit_tokens_total (request 2)"] > 0
-        res["checks"]["vllm_external_hits_grew"] = res["metrics"]["vllm:external_prefix_cache_hits_total (request 2)"] > 0
-        text1, tok1, lp1 = first_choice(d1)
-        text2, tok2, lp2 = first_choice(d2)
-        res["answers"] = {"text1": text1, "text2": text2, "tokens1": tok1, "tokens2": tok2,
-                          "logprobs1": lp1, "logprobs2": lp2}
-        res["checks"]["same_answer_at_temperature_0"] = s2 == 200 and text1 == text2 and tok1 == tok2
+        # 5. Fresh, fresh again, vLLM's own cache, LMCache after a reset, a wrong prefix: scored.
+        scored_requests(res, base, model_name, lmc_http, n, args)
     except Exception as exc:  # noqa: BLE001 - every failure ends in the result file
         res["error"] = "%s: %s" % (type(exc).__name__, exc)
     finally:
@@ -421,7 +477,7 @@ def run(args):
     return res
 
 
-def main(argv=None):
+def parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     p.add_argument("--model-dir", required=True, help="model directory (config.json + tokenizer, no weights needed)")
     p.add_argument("--out", required=True, help="results JSON path")
@@ -432,13 +488,25 @@ def main(argv=None):
     p.add_argument("--probe-shrink", default="auto", choices=["auto", "never"])
     p.add_argument("--prompt-blocks", type=int, default=6, help="prompt length in multiples of N")
     p.add_argument("--max-tokens", type=int, default=24)
+    p.add_argument("--top-logprobs", type=int, default=5, help="top-k logprobs compared at each generated position")
+    p.add_argument("--bound-k", type=float, default=4.0, help="bound = max(k * measured noise, floor)")
+    p.add_argument("--bound-floor", type=float, default=1e-5)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="host variable over --host-vars (VALUE read as YAML); repeatable")
+    p.add_argument("--probe-cache", help="the probe's cache file, shared between runs on this host (then the probe "
+                                         "runs with force=false: the module answers from its cache when no input of "
+                                         "N changed, as on a deployed host)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--lmcache-timeout", type=float, default=300)
     p.add_argument("--health-timeout", type=float, default=1200)
     p.add_argument("--refusal-first", action="store_true",
                    help="start vLLM first with its default --max-num-seqs, parse its Mamba cache refusal and start "
                         "the unit again with --max-num-seqs min(default, M) (the deploy's re-plan path)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
     res = run(args)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as fh:
