@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Fleet-wide checks of the inventory (the logic lives in module_utils/fleet_hosts.py).
 
-``fleet_duplicate_hosts`` names the inventory hosts that reach one machine. Documentation:
-``plugins/filter/fleet_duplicate_hosts.yml``.
+``fleet_duplicate_hosts`` names the inventory hosts that reach one machine; ``fleet_valid_summary`` says what a
+validation that found nothing wrong checked. Documentation: ``plugins/filter/<name>.yml``.
 """
 
 from __future__ import annotations
@@ -32,8 +32,28 @@ def fleet_duplicate_hosts(entries, hostvars=None):
     return duplicate_hosts([dict(e) for e in entries])
 
 
+def fleet_valid_summary(hosts, hostvars, stores=None):
+    """The sentence of a valid fleet: how many hosts, inventory groups, L2 pools and KV stores were checked.
+
+    ``hosts``: the fleet's host names; ``hostvars``: the play's hostvars (each host's ``group_names`` and the
+    pool of its plan, ``__fleet_plan.summary.kv_pool``); ``stores``: the KV store hosts checked."""
+    if isinstance(hosts, (str, dict)) or not all(isinstance(h, str) for h in hosts or []):
+        raise AnsibleFilterError('fleet_valid_summary expects a list of host names')
+    hosts, stores = list(hosts or []), list(stores or [])
+    groups, pools = set(), set()
+    for host in hosts:
+        variables = hostvars[host]
+        groups.update(g for g in (variables.get('group_names') or []) if g not in ('all', 'ungrouped'))
+        pool = ((variables.get('__fleet_plan') or {}).get('summary') or {}).get('kv_pool')
+        if pool:
+            pools.add(str(pool))
+    return ('The fleet is valid: %d host(s) in %d group(s) (%s), %d L2 pool(s)%s and %d KV store(s) checked; '
+            'no host was contacted.' % (len(hosts), len(groups), ', '.join(sorted(groups)) or 'none', len(pools),
+                                       ' (%s)' % ', '.join(sorted(pools)) if pools else '', len(stores)))
+
+
 class FilterModule:
     """lmcache_vllm.fleet inventory checks."""
 
     def filters(self):
-        return {'fleet_duplicate_hosts': fleet_duplicate_hosts}
+        return {'fleet_duplicate_hosts': fleet_duplicate_hosts, 'fleet_valid_summary': fleet_valid_summary}
