@@ -4,7 +4,8 @@
 """Fleet-wide checks of the inventory (the logic lives in module_utils/fleet_hosts.py).
 
 ``fleet_duplicate_hosts`` names the inventory hosts that reach one machine; ``fleet_valid_summary`` says what a
-validation that found nothing wrong checked. Documentation: ``plugins/filter/<name>.yml``.
+validation that found nothing wrong checked; ``fleet_unreachable_summary`` names the hosts a deploy could not
+reach and the ``--limit`` that leaves them out. Documentation: ``plugins/filter/<name>.yml``.
 """
 
 from __future__ import annotations
@@ -52,8 +53,35 @@ def fleet_valid_summary(hosts, hostvars, stores=None):
                                        ' (%s)' % ', '.join(sorted(pools)) if pools else '', len(stores)))
 
 
+def _first_line(text, limit=160):
+    lines = str(text or '').strip().splitlines()
+    return (lines[0].strip() if lines else 'unreachable')[:limit]
+
+
+def fleet_unreachable_summary(hosts, hostvars, result='__fleet_reach', limit=''):
+    """The refusal of a run some of whose hosts could not be reached, or '' when every host answered.
+
+    ``hosts``: the play's hosts; each one's registered ``result`` (in ``hostvars``) is unreachable or failed
+    when its connection did not work. ``limit``: the run's ``--limit`` (empty: none), for the one that proceeds
+    without them."""
+    if isinstance(hosts, (str, dict)) or not all(isinstance(h, str) for h in hosts or []):
+        raise AnsibleFilterError('fleet_unreachable_summary expects a list of host names')
+    lost = []
+    for host in hosts or []:
+        reach = hostvars[host].get(result) or {}
+        if reach.get('unreachable') or reach.get('failed'):
+            lost.append((host, _first_line(reach.get('msg'))))
+    if not lost:
+        return ''
+    proceed = '%s:%s' % (str(limit or 'all'), ':'.join('!' + host for host, _why in lost))
+    return ('%d host(s) could not be reached, so nothing was changed on any host: %s. Fix the connection (ssh, '
+            'ansible_host, the host is up) and run again, or deploy the others without them: --limit \'%s\''
+            % (len(lost), '; '.join('%s (%s)' % item for item in lost), proceed))
+
+
 class FilterModule:
     """lmcache_vllm.fleet inventory checks."""
 
     def filters(self):
-        return {'fleet_duplicate_hosts': fleet_duplicate_hosts, 'fleet_valid_summary': fleet_valid_summary}
+        return {'fleet_duplicate_hosts': fleet_duplicate_hosts, 'fleet_valid_summary': fleet_valid_summary,
+                'fleet_unreachable_summary': fleet_unreachable_summary}

@@ -193,3 +193,18 @@ def test_fleet_valid_summary_counts_hosts_groups_pools_and_stores():
         'checked; no host was contacted.')
     with pytest.raises(AnsibleFilterError):
         fleet_valid_summary('gpu-01', hostvars)
+
+
+def test_fleet_unreachable_summary_names_every_lost_host_and_the_limit():
+    from ansible_collections.lmcache_vllm.fleet.plugins.filter.fleet_checks import fleet_unreachable_summary
+    hostvars = {
+        'gpu-01': {'__fleet_reach': {'ping': 'pong'}},
+        'gpu-02': {'__fleet_reach': {'unreachable': True, 'msg': 'ssh: connect to host 10.0.0.2 port 22: timed out\n'}},
+        'kv-01': {'__fleet_reach': {'failed': True, 'msg': 'Unable to execute ssh command line on a controller'}},
+    }
+    assert fleet_unreachable_summary(['gpu-01'], hostvars) == ''
+    text = fleet_unreachable_summary(['gpu-01', 'gpu-02', 'kv-01'], hostvars)
+    assert text.startswith('2 host(s) could not be reached, so nothing was changed on any host: '
+                           'gpu-02 (ssh: connect to host 10.0.0.2 port 22: timed out); kv-01 (Unable to execute')
+    assert text.endswith("--limit 'all:!gpu-02:!kv-01'")
+    assert fleet_unreachable_summary(['gpu-02'], hostvars, limit='eu').endswith("--limit 'eu:!gpu-02'")
