@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Every command of README.md and docs/plan.md runs as written in a new shell.
+"""Every command of README.md, docs/plan.md and docs/performance.md runs as written in a new shell.
 
 The commands are read from the documents' ```sh blocks, so the test follows the documents. Each block runs as
 one bash script (the commands one after the other, as a user types them) in a copy of the checkout, with a new
@@ -23,7 +23,7 @@ import pytest
 
 from fleet_playbook_helpers import REPO_ROOT
 
-DOCUMENTS = ('README.md', 'docs/plan.md')
+DOCUMENTS = ('README.md', 'docs/plan.md', 'docs/performance.md')
 
 # command prefix -> why it is not run here (each runs in CI or needs the machine to itself)
 NOT_RUN = {
