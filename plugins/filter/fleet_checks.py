@@ -48,9 +48,10 @@ def fleet_valid_summary(hosts, hostvars, stores=None):
         pool = ((variables.get('__fleet_plan') or {}).get('summary') or {}).get('kv_pool')
         if pool:
             pools.add(str(pool))
+    named_pools = ' (%s)' % ', '.join(sorted(pools)) if pools else ''
     return ('The fleet is valid: %d host(s) in %d group(s) (%s), %d L2 pool(s)%s and %d KV store(s) checked; '
             'no host was contacted.' % (len(hosts), len(groups), ', '.join(sorted(groups)) or 'none', len(pools),
-                                       ' (%s)' % ', '.join(sorted(pools)) if pools else '', len(stores)))
+                                        named_pools, len(stores)))
 
 
 def _first_line(text, limit=160):

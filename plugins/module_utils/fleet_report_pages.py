@@ -74,6 +74,7 @@ STATUS_TITLES = ('host', 'state', 'LMCache unit', 'vLLM unit', 'model', 'N', 'N 
 STATUS_END = ('<p class="note"><code>status.json</code> beside this file holds every host\'s full result '
               '(unit properties, endpoints, counters, GPUs).</p>')
 
+
 def escape(value):
     """``value`` as HTML text or attribute (None is ``-``): ``html.escape`` with quotes."""
     return html.escape('-' if value is None else str(value), quote=True)
