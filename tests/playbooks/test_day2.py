@@ -247,8 +247,10 @@ def test_monitoring_targets_without_contacting_any_host(runner, tmp_path):
     groups = json.loads(target_file.read_text())
     by_key = {(g['labels']['host'], g['labels']['service']): g for g in groups}
     assert sorted(by_key) == [('gpu-01', 'lmcache'), ('gpu-01', 'vllm'), ('gpu-03', 'lmcache'), ('gpu-03', 'vllm')]
+    # a hybrid model: fleet_hybrid for the alert of its refusal (no fleet_block_size: the plan knows no N here)
     assert by_key[('gpu-01', 'vllm')] == {'targets': ['10.0.0.11:8000'], 'labels': {
-        'host': 'gpu-01', 'model': 'Qwen/Qwen3.6-27B', 'service': 'vllm', 'cluster': 'eu-1'}}
+        'host': 'gpu-01', 'model': 'Qwen/Qwen3.6-27B', 'service': 'vllm', 'cluster': 'eu-1', 'fleet_hybrid': 'true'}}
+    assert 'fleet_hybrid' not in by_key[('gpu-01', 'lmcache')]['labels']
     assert by_key[('gpu-01', 'lmcache')]['targets'] == ['10.0.1.11:8080']
     assert by_key[('gpu-03', 'vllm')]['targets'] == ['[fd00::13]:8000']
     assert by_key[('gpu-03', 'lmcache')]['targets'] == ['[fd00::13]:8081']
