@@ -8,8 +8,16 @@ ARGS ?=
 FLEET_CACHE ?= /var/cache/lmcache-vllm-fleet
 PLAY := $(ENV) ansible-playbook -i $(INVENTORY)
 
-.PHONY: deploy test setup test-packages lint sanity unit sandbox-down clean distclean \
+# `make` alone lists the targets; nothing is installed or deployed without naming a target.
+.DEFAULT_GOAL := help
+
+.PHONY: help deploy test setup test-packages lint sanity unit sandbox-down clean distclean \
 	validate plan status remove monitoring gpus
+
+## help: list the targets (what `make` alone does)
+help:
+	@echo "lmcache_vllm.fleet: make <target> [INVENTORY=inventories/sandbox] [ARGS='...']"
+	@sed -n 's/^## \{0,1\}/  /p' $(firstword $(MAKEFILE_LIST))
 
 ## deploy: bring up the local sandbox fleet (podman hosts with systemd) and deploy it
 deploy:
@@ -23,7 +31,7 @@ deploy:
 test:
 	bash scripts/test.sh
 
-## setup: the tool venv and the collection path (installs no system package)
+## setup: the tool venv (ansible, pytest, molecule) and the collection path (installs no system package)
 setup:
 	bash scripts/setup-tools.sh
 
@@ -31,15 +39,19 @@ setup:
 test-packages:
 	bash scripts/setup-test-packages.sh
 
+## lint: ansible-lint --profile production
 lint: setup
 	$(ENV) ansible-lint --profile production
 
+## sanity: ansible-test sanity
 sanity: setup
 	bash scripts/sanity.sh
 
+## unit: the unit and playbook tests (pytest)
 unit: setup test-packages
 	$(ENV) python -m pytest -p no:cacheprovider tests/unit tests/playbooks
 
+## sandbox-down: remove the sandbox hosts of `make deploy`
 sandbox-down: setup
 	$(ENV) ansible-playbook playbooks/sandbox_down.yml
 
@@ -48,12 +60,13 @@ sandbox-down: setup
 ##   plan: predict N and render every host's unit files on this machine (no GPU, no host contacted)
 ##   status: the fleet table (text, HTML, JSON under fleet-status/); read-only
 ##   remove: stop and remove the units, venvs and users the collection created on every host
-##   monitoring: Prometheus targets, recording rules and a Grafana dashboard under fleet-monitoring/
+##   monitoring: Prometheus targets, recording and alerting rules, a Grafana dashboard under fleet-monitoring/
 ##   gpus: read every host's GPUs and check TP and vllm_server_gpus against them
 DAY_TWO := validate plan status remove monitoring gpus
 $(DAY_TWO): setup
 	$(PLAY) playbooks/$@.yml $(ARGS)
 
+## clean: remove the sanity and test outputs
 clean:
 	rm -rf .cache/sanity tests/output
 

@@ -30,8 +30,10 @@ def kv_pool_line(row):
 
 def kv_store_status_row(info_result, host, active, exporter=None):
     """The status row of a store host, from the registered result of its INFO command, its unit state and its
-    exporter unit's state (None: no exporter)."""
+    exporter unit's state (None: no exporter). An unreachable host's result (of any task) gives its row."""
     result = info_result if isinstance(info_result, dict) else {}
+    if result.get('unreachable'):
+        return kv_store_status.unreachable_row(host, result.get('msg'))
     error = None
     if result.get('failed') or result.get('rc', 0) != 0:
         error = (result.get('stderr') or result.get('msg') or 'failed').strip()[:200]

@@ -178,7 +178,9 @@ def _target(address, port):
 def file_sd_targets(hosts):
     """``hosts``: one dict per host: ``host``, ``address`` (how Prometheus reaches the host, e.g.
     ``ansible_host``), ``model``, ``vllm_host``, ``vllm_port``, ``lmcache_http_host``, ``lmcache_http_port``,
-    and optionally ``labels`` (extra labels for both targets).
+    and optionally ``labels`` (extra labels for both targets), ``block_size`` (the plan's N: the vLLM target gets
+    ``fleet_block_size``, which the alert VllmBlockSizeDiffersFromPlan compares with the N vLLM reports) and
+    ``hybrid`` (true: the vLLM target gets ``fleet_hybrid="true"``, for the alert of a hybrid model's refusal).
 
     Returns ``{'targets': [file_sd groups], 'skipped': [sentences]}``: an endpoint bound to loopback is
     left out (Prometheus on another machine cannot reach it) and named in ``skipped``. Extra labels may not
@@ -208,8 +210,21 @@ def file_sd_targets(hosts):
             scrape = address if is_wildcard(bind) else bind
             labels = {'host': str(host), 'model': str(item.get('model') or ''), 'service': service}
             labels.update(dict((str(k), str(v)) for k, v in (item.get('labels') or {}).items()))
+            if service == 'vllm':
+                labels.update(_plan_labels(item))
             groups.append({'targets': [_target(scrape, port)], 'labels': labels})
     return {'targets': groups, 'skipped': skipped}
+
+
+def _plan_labels(item):
+    """The plan's N and whether the model is hybrid, as labels of the vLLM target (only what the plan knows)."""
+    labels = {}
+    block_size = item.get('block_size')
+    if block_size not in (None, '') and str(block_size).isdigit() and int(block_size) > 0:
+        labels['fleet_block_size'] = str(int(block_size))
+    if item.get('hybrid') is True or str(item.get('hybrid')).lower() == 'true':
+        labels['fleet_hybrid'] = 'true'
+    return labels
 
 
 def fleet_table(kind, hosts, host_vars):

@@ -8,6 +8,8 @@ status ``fleet.html``. The rows come from ``fleet_report``; every value is escap
 
 from __future__ import annotations
 
+import html
+
 STYLE = '''<style>
   body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem; color: #1f2328; background: #fff; }
   h1 { font-size: 1.5rem; margin-bottom: .25rem; }
@@ -72,15 +74,10 @@ STATUS_TITLES = ('host', 'state', 'LMCache unit', 'vLLM unit', 'model', 'N', 'N 
 STATUS_END = ('<p class="note"><code>status.json</code> beside this file holds every host\'s full result '
               '(unit properties, endpoints, counters, GPUs).</p>')
 
-_ESCAPES = (('&', '&amp;'), ('<', '&lt;'), ('>', '&gt;'), ('"', '&#34;'), ("'", '&#39;'))
-
 
 def escape(value):
-    """``value`` as HTML text or attribute (None is ``-``); the same characters as Jinja's ``e`` filter."""
-    text = '-' if value is None else str(value)
-    for char, entity in _ESCAPES:
-        text = text.replace(char, entity)
-    return text
+    """``value`` as HTML text or attribute (None is ``-``): ``html.escape`` with quotes."""
+    return html.escape('-' if value is None else str(value), quote=True)
 
 
 def md_cell(value):

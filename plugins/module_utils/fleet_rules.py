@@ -108,7 +108,7 @@ def url_host(host):
 
 
 # Labels the collection sets on every Prometheus target; Prometheus reserves names starting with __.
-MONITORING_LABELS = ('host', 'service')
+MONITORING_LABELS = ('host', 'service', 'fleet_block_size', 'fleet_hybrid')
 LABEL_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
 
 

@@ -74,6 +74,16 @@ def status_row(host, active, info_text, error=None, exporter=None):
     return row
 
 
+def unreachable_row(host, why=None):
+    """The row of a store host Ansible could not reach: nothing of it was read."""
+    why = str(why or 'unreachable').strip().splitlines()[0] if str(why or '').strip() else 'unreachable'
+    row = {'host': host, 'unit': 'unknown', 'server': None, 'version': None, 'used_memory_mb': None,
+           'maxmemory_mb': None, 'policy': None, 'keys': None, 'hits': None, 'misses': None, 'hit_ratio': None,
+           'evicted_keys': None, 'clients': None, 'cluster': False, 'exporter': None, 'state': 'unreachable'}
+    row['problems'] = ['host %s: unreachable (%s); nothing of the store was read; %s' % (host, why, DOWN_NOTE)]
+    return row
+
+
 def status_line(row):
     """One line of the printed table."""
     return '%-14s %-11s %-7s %9s / %-9s keys %-8s hits %-8s misses %-8s ratio %-6s evicted %s%s%s' % (

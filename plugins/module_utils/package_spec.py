@@ -1,14 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Package specs for pip, parsed before anything reaches a host (no third-party imports).
+"""Package specs for pip, parsed on the controller before anything reaches a host.
 
 ``parse_version`` reads a PEP 440 version (one version, not a range, ``latest`` or a shell
 fragment; no surrounding spaces) and returns its normal form; ``parse_name`` reads a PEP 508
 distribution name; ``parse_wheelhouse`` an absolute, normalised path of plain characters;
-``same_version`` compares two versions by their normal forms (``0.5.6`` and ``0.5.6.0`` differ
-as strings, not as versions). ``pip_argv`` builds pip's command line as a list: no string of an
-inventory is ever split into arguments.
+``same_version`` compares two versions as versions (``0.5.6`` and ``0.5.6.0`` differ as strings, not as
+versions). ``pip_argv`` builds pip's command line as a list: no string of an inventory is ever split into
+arguments. Versions and names are read by ``packaging``, the library pip itself uses, which ansible-core
+requires on the controller; no module imports this file, so no host needs it.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,21 +18,22 @@ __metaclass__ = type
 
 import re
 
-# PEP 440, appendix B (the permissive form that normalisation accepts), anchored, no spaces.
-VERSION_RE = re.compile(r'''
-    ^v?
-    (?:(?P<epoch>[0-9]+)!)?
-    (?P<release>[0-9]+(?:\.[0-9]+)*)
-    (?P<pre>[-_.]?(?P<pre_l>alpha|a|beta|b|preview|pre|c|rc)[-_.]?(?P<pre_n>[0-9]+)?)?
-    (?P<post>(?:-(?P<post_n1>[0-9]+))|(?:[-_.]?(?P<post_l>post|rev|r)[-_.]?(?P<post_n2>[0-9]+)?))?
-    (?P<dev>[-_.]?(?P<dev_l>dev)[-_.]?(?P<dev_n>[0-9]+)?)?
-    (?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?
-    $''', re.VERBOSE | re.IGNORECASE)
-# PEP 508 names.
-NAME_RE = re.compile(r'^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$', re.IGNORECASE)
+try:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion, Version
+    HAS_PACKAGING = True
+except ImportError:  # pragma: no cover - ansible-core requires packaging on the controller
+    HAS_PACKAGING = False
+
 PATH_RE = re.compile(r'^/[A-Za-z0-9._+@/-]*$')
-PRE_NAMES = {'alpha': 'a', 'a': 'a', 'beta': 'b', 'b': 'b', 'c': 'rc', 'pre': 'rc', 'preview': 'rc', 'rc': 'rc'}
 PIP_INSTALL = ('install', '--disable-pip-version-check', '--progress-bar', 'off')
+
+
+def _packaging():
+    if not HAS_PACKAGING:
+        raise ValueError('cannot be checked: the Python library packaging is missing on the control node '
+                         '(ansible-core requires it; reinstall ansible-core)')
 
 
 def _why_not_version(text):
@@ -46,53 +48,50 @@ def _why_not_version(text):
     return 'is not a PEP 440 version'
 
 
+def _version(text):
+    """packaging's Version of ``text`` (no spaces around it); ValueError with the reason otherwise."""
+    _packaging()
+    if not isinstance(text, str) or text != text.strip():
+        raise ValueError(_why_not_version(text))
+    try:
+        return Version(text)
+    except InvalidVersion:
+        raise ValueError(_why_not_version(text)) from None
+
+
 def parse_version(text):
     """The normal form of a PEP 440 version; ValueError with the reason otherwise."""
-    match = VERSION_RE.match(text) if isinstance(text, str) and text == text.strip() else None
-    if match is None or text.lower() == 'latest':
-        raise ValueError(_why_not_version(text))
-    parts = []
-    if match.group('epoch') and int(match.group('epoch')):
-        parts.append('%d!' % int(match.group('epoch')))
-    parts.append('.'.join(str(int(n)) for n in match.group('release').split('.')))
-    if match.group('pre'):
-        parts.append('%s%d' % (PRE_NAMES[match.group('pre_l').lower()], int(match.group('pre_n') or 0)))
-    if match.group('post'):
-        parts.append('.post%d' % int(match.group('post_n1') or match.group('post_n2') or 0))
-    if match.group('dev'):
-        parts.append('.dev%d' % int(match.group('dev_n') or 0))
-    if match.group('local'):
-        parts.append('+' + re.sub(r'[-_.]', '.', match.group('local').lower()))
-    return ''.join(parts)
-
-
-def _release_key(normal):
-    """The normal form with trailing ``.0`` release parts dropped (``1.0`` equals ``1.0.0``)."""
-    match = re.match(r'^((?:\d+!)?)(\d+(?:\.\d+)*)(.*)$', normal)
-    release = match.group(2).split('.')
-    while len(release) > 1 and release[-1] == '0':
-        release.pop()
-    return match.group(1) + '.'.join(release) + match.group(3)
+    return str(_version(text))
 
 
 def same_version(installed, wanted):
     """True when two version strings name the same PEP 440 version (False when either is not one)."""
     try:
-        return _release_key(parse_version(str(installed))) == _release_key(parse_version(str(wanted)))
+        return _version(str(installed)) == _version(str(wanted))
     except ValueError:
         return False
 
 
 def parse_name(text):
     """A PEP 508 distribution name, unchanged; ValueError otherwise."""
-    if not isinstance(text, str) or not NAME_RE.match(text):
-        raise ValueError('is not a package name (PEP 508: letters, digits and ._- inside)')
+    _packaging()
+    why = 'is not a package name (PEP 508: letters, digits and ._- inside)'
+    if not isinstance(text, str) or not text:
+        raise ValueError(why)
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement:
+        raise ValueError(why) from None
+    # only a name: no version, extras, marker or URL, nothing around it
+    if requirement.name != text:
+        raise ValueError(why)
     return text
 
 
 def canonical_name(name):
     """PEP 503's normal form of a distribution name (for comparing names)."""
-    return re.sub(r'[-_.]+', '-', name).lower()
+    _packaging()
+    return str(canonicalize_name(name))
 
 
 def parse_wheelhouse(text):

@@ -198,6 +198,30 @@ def test_status_in_check_mode_writes_nothing_and_fails_only_when_asked(runner, t
     assert '1 host(s) not serving: gone-01.' in output
 
 
+def test_status_gives_an_unreachable_store_a_row_and_sums_up(runner, tmp_path):
+    """An unreachable GPU host and an unreachable KV store are rows; the run ends with one line naming both and
+    succeeds, or fails with both when fleet_status_fail_on_problems is true."""
+    store = dict(NO_CONTACT, ansible_host='192.0.2.44', kv_store_pools=['default'],
+                 kv_store_password='a-store-password-for-the-test')
+    gpu = dict(NO_CONTACT, vllm_server_model='m')
+    inventory = {'all': {'children': {'vllm_hosts': {'hosts': {'gone-01': gpu}},
+                                      'kv_stores': {'hosts': {'kv-gone': store}}}}}
+    (tmp_path / 'hosts.json').write_text(json.dumps(inventory))
+    reports = tmp_path / 'reports'
+    code, output = runner.run('status.yml', str(tmp_path / 'hosts.json'), '-e', 'fleet_status_dir=%s' % reports)
+    assert code == 0, output[-6000:]
+    rows = json.loads((reports / 'kv-stores.json').read_text())
+    assert [(r['host'], r['state']) for r in rows] == [('kv-gone', 'unreachable')]
+    assert rows[0]['problems'][0].startswith('host kv-gone: unreachable (')
+    assert 'kv-gone        unreachable' in output
+    assert '2 host(s) not serving: gone-01, kv-gone (the table above says why)' in output
+    code, output = runner.run('status.yml', str(tmp_path / 'hosts.json'), '-e', 'fleet_status_dir=%s' % reports,
+                              '-e', 'fleet_status_fail_on_problems=true')
+    assert code != 0
+    assert '2 host(s) not serving: gone-01, kv-gone.' in output
+    assert 'host kv-gone: unreachable (' in output
+
+
 # ---------------------------------------------------------------------------
 # monitoring.yml
 # ---------------------------------------------------------------------------
@@ -224,8 +248,10 @@ def test_monitoring_targets_without_contacting_any_host(runner, tmp_path):
     groups = json.loads(target_file.read_text())
     by_key = {(g['labels']['host'], g['labels']['service']): g for g in groups}
     assert sorted(by_key) == [('gpu-01', 'lmcache'), ('gpu-01', 'vllm'), ('gpu-03', 'lmcache'), ('gpu-03', 'vllm')]
+    # a hybrid model: fleet_hybrid for the alert of its refusal (no fleet_block_size: the plan knows no N here)
     assert by_key[('gpu-01', 'vllm')] == {'targets': ['10.0.0.11:8000'], 'labels': {
-        'host': 'gpu-01', 'model': 'Qwen/Qwen3.6-27B', 'service': 'vllm', 'cluster': 'eu-1'}}
+        'host': 'gpu-01', 'model': 'Qwen/Qwen3.6-27B', 'service': 'vllm', 'cluster': 'eu-1', 'fleet_hybrid': 'true'}}
+    assert 'fleet_hybrid' not in by_key[('gpu-01', 'lmcache')]['labels']
     assert by_key[('gpu-01', 'lmcache')]['targets'] == ['10.0.1.11:8080']
     assert by_key[('gpu-03', 'vllm')]['targets'] == ['[fd00::13]:8000']
     assert by_key[('gpu-03', 'lmcache')]['targets'] == ['[fd00::13]:8081']

@@ -75,8 +75,8 @@ def test_prometheus_scrapes_the_generated_targets_and_records_the_hit_ratio(runn
             time.sleep(1)
             try:
                 up = query(port, 'up == 1')
-                ratio = query(port, 'fleet:lmcache_lookup_hit_ratio:total')
-                external = query(port, 'fleet:vllm_external_prefix_cache_hit_ratio:total')
+                ratio = query(port, 'job:lmcache_mp_lookup_hit_tokens:ratio')
+                external = query(port, 'job:vllm_external_prefix_cache_hits:ratio')
             except OSError:
                 continue
     finally:
@@ -153,7 +153,7 @@ def test_prometheus_scrapes_a_kv_stores_real_exporter(runner, tmp_path, promethe
             time.sleep(1)
             try:
                 up = query(port, 'redis_up{service="kv_store"} == 1')
-                ratio = query(port, 'host:kv_store_memory_used_ratio')
+                ratio = query(port, 'host:redis_memory_used_bytes:ratio_max')
             except OSError:
                 continue
     finally:
@@ -164,4 +164,6 @@ def test_prometheus_scrapes_a_kv_stores_real_exporter(runner, tmp_path, promethe
     assert [s['metric']['host'] for s in up] == ['kv-01'], (tmp_path / 'prometheus.log').read_text()
     # an empty store: about 1 MiB of its 1024 MiB
     assert 0 < float(ratio[0]['value'][1]) < 0.01
-    assert ratio[0]['metric'] == {'__name__': 'host:kv_store_memory_used_ratio', 'host': 'kv-01', 'pools': 'default'}
+    # the scrape job and the target's labels stay on the recorded series
+    assert ratio[0]['metric'] == {'__name__': 'host:redis_memory_used_bytes:ratio_max', 'host': 'kv-01',
+                                  'pools': 'default', 'service': 'kv_store', 'job': 'lmcache_vllm_fleet'}

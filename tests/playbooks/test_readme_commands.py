@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Every command of README.md and docs/plan.md runs as written in a new shell.
+"""Every command of README.md, docs/plan.md and docs/performance.md runs as written in a new shell.
 
 The commands are read from the documents' ```sh blocks, so the test follows the documents. Each block runs as
 one bash script (the commands one after the other, as a user types them) in a copy of the checkout, with a new
@@ -23,7 +23,7 @@ import pytest
 
 from fleet_playbook_helpers import REPO_ROOT
 
-DOCUMENTS = ('README.md', 'docs/plan.md')
+DOCUMENTS = ('README.md', 'docs/plan.md', 'docs/performance.md')
 
 # command prefix -> why it is not run here (each runs in CI or needs the machine to itself)
 NOT_RUN = {
@@ -32,6 +32,8 @@ NOT_RUN = {
     'python3 benchmarks/probe_benchmark.py': 'a benchmark of minutes',
     'source scripts/env.sh && python benchmarks/fleet_benchmark.py': 'a benchmark of many minutes',
     'source scripts/env.sh && python benchmarks/warm_start_benchmark.py': 'three vLLM starts, minutes',
+    '.venv/bin/ansible-builder build': 'needs an execution environment base image from a container registry',
+    'ansible-navigator run': 'runs the execution environment image that the build above makes',
 }
 
 # Commands that would contact a host: parsed only.

