@@ -14,6 +14,7 @@ from __future__ import annotations
 import posixpath
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config as store
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import as_int, as_number
@@ -51,16 +52,9 @@ FLAGS = (
     ('disable_circuit_breaker', '--disable-circuit-breaker', 'bool', None, None),
     ('log_level', '--log-level', ('debug', 'info', 'warning', 'error', 'critical'), None, None),
 )
-# The serving units' sandbox, stricter: no GPU, no devices, no clock, nothing written but the journal.
-# MemoryDenyWriteExecute stays off: the router embeds a WebAssembly JIT (wasmtime) for its middleware.
-HARDENING = (
-    'NoNewPrivileges=true', 'ProtectSystem=strict', 'ProtectHome=true', 'PrivateTmp=true',
-    'PrivateDevices=true', 'ProtectClock=true', 'ProtectKernelTunables=true', 'ProtectKernelModules=true',
-    'ProtectKernelLogs=true', 'ProtectControlGroups=true', 'ProtectHostname=true', 'ProtectProc=invisible',
-    'RestrictNamespaces=true', 'RestrictRealtime=true', 'RestrictSUIDSGID=true', 'LockPersonality=true',
-    'SystemCallArchitectures=native', 'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK',
-    'CapabilityBoundingSet=', 'AmbientCapabilities=', 'UMask=0077',
-)
+# The KV store's sandbox (no GPU, no devices, no clock, no executable memory, nothing written but the journal):
+# measured to run vllm-router 0.1.17 (without its WebAssembly middleware, which the collection never enables).
+HARDENING = store.HARDENING
 
 
 def _flag_value(c, name, kind, low, high):
