@@ -25,7 +25,6 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import package_
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_units as units
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv_store_config import _Checks
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import host_label
 
 PREFIX = 'vllm_router_'
 VARIABLE_RE = re.compile(r'^vllm_router_[A-Za-z0-9_]+$')
@@ -266,7 +265,7 @@ def plan_router(host, settings, groups, workers_of, defaults=None):
     if not all(v.get(k) for k in ('service_prefix', 'user', 'group', 'home', 'venvs_dir', 'manifest_path', 'version')):
         return plan
     venv = '%s/vllm-router-%s' % (v['venvs_dir'].rstrip('/'), v['version'])
-    plan.update({'venv': venv, 'manifest_path': v['manifest_path'], 'unit_marker': ownership.UNIT_MARKER,
+    plan.update({'venv': venv, 'metrics_bind': cfg.get('vllm_router_metrics_bind'), 'manifest_path': v['manifest_path'], 'unit_marker': ownership.UNIT_MARKER,
                  'pip': package_spec.pip_argv('%s/bin/pip' % venv, ['vllm-router==%s' % v['version']],
                                               cfg.get('vllm_router_wheelhouse') or '',
                                               [str(a) for a in cfg.get('vllm_router_pip_extra_args') or []])})
@@ -278,9 +277,3 @@ def plan_router(host, settings, groups, workers_of, defaults=None):
     if c.errors:
         plan['errors'] = c.errors
     return plan
-
-
-def describe(plan):
-    """One line per router of a plan (what the deploy prints)."""
-    return ['%s: router %s on %s (%s) -> %s' % (host_label(plan['host']), s['service'], s['listen'], s['policy'],
-                                              ', '.join(s['workers'])) for s in plan.get('summary') or []]

@@ -76,10 +76,9 @@ def _flag_value(c, name, kind, low, high):
     value = as_int(raw) if kind == 'int' else as_number(raw)
     if value is None or isinstance(raw, bool) or (low is not None and value < low) or \
             (high is not None and value > high):
-        c.error(name, raw, 'is not a %s%s%s' % ('whole number' if kind == 'int' else 'number',
-                                                 '' if low is None else ' >= %s' % low,
-                                                 '' if high is None else ' and <= %s' % high),
-                'use such a value, or null for the router\'s own default')
+        what = 'whole number' if kind == 'int' else 'number'
+        bounds = ('' if low is None else ' >= %s' % low) + ('' if high is None else ' and <= %s' % high)
+        c.error(name, raw, 'is not a %s%s' % (what, bounds), 'use such a value, or null for the router\'s own default')
         return None
     return value
 

@@ -60,3 +60,25 @@ def test_without_routers_no_router_play_has_hosts(runner):
     assert rc == 0, out
     router_play = out.split("PLAY [Validate the routers' variables (role vllm_router)]", 1)[1]
     assert router_play.split('PLAY', 1)[0].count('skipping: no hosts matched') == 1, out
+
+
+def test_monitoring_writes_the_routers_targets_and_names_a_loopback_one(runner, tmp_path):
+    import json
+    inventory = write(runner, {
+        'vllm_router_metrics_bind': '0.0.0.0', 'vllm_router_allow_network': True,
+        'vllm_router_instances': [{'group': 'small_hosts', 'port': 30000, 'metrics_port': 29000},
+                                  {'group': 'large_hosts', 'port': 30001, 'metrics_port': 29001}]})
+    out_dir = tmp_path / 'mon'
+    rc, out = runner.run('monitoring.yml', inventory, '-e', 'fleet_monitoring_dir=%s' % out_dir)
+    assert rc == 0, out
+    targets = json.loads((out_dir / 'router_targets.json').read_text())
+    assert [t['targets'] for t in targets] == [['192.0.2.20:29000'], ['192.0.2.20:29001']]
+    assert targets[0]['labels'] == {'host': 'rt-01', 'service': 'router', 'model_group': 'small_hosts',
+                                    'router': 'vllm-router-small-hosts'}
+    assert (out_dir / 'vllm_router.rules.yml').exists()
+    inventory = write(runner, {'vllm_router_instances': [{'group': 'small_hosts', 'port': 30000,
+                                                          'metrics_port': 29000}]})
+    rc, out = runner.run('monitoring.yml', inventory, '-e', 'fleet_monitoring_dir=%s' % out_dir)
+    assert rc == 0, out
+    assert json.loads((out_dir / 'router_targets.json').read_text()) == []
+    assert 'serves its metrics on loopback (vllm_router_metrics_bind=127.0.0.1)' in out

@@ -20,7 +20,7 @@ import pytest
 
 from fleet_real_probe_helpers import REPO, skip_or_fail
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_config
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_config, router_status
 
 CACHE = os.environ.get('FLEET_CACHE', '/var/cache/lmcache-vllm-fleet')
 VENVS = os.environ.get('FLEET_ROUTER_VENVS', CACHE)
@@ -104,6 +104,10 @@ def test_round_robin_spreads_and_a_worker_taken_out_gets_nothing(backends):
         before = served(backends['w1'])
         answers = [complete(router['url'], 'hello again %d' % i) for i in range(6)]
         assert answers == ['w2'] * 6 and served(backends['w1']) == before
+        with urllib.request.urlopen(router['metrics_url'], timeout=5) as answer:
+            row = router_status.row('router-01', router, 'active', answer.read().decode())
+        assert [(w['host'], w['state']) for w in row['workers']] == [('w1', 'unhealthy'), ('w2', 'healthy')], row
+        assert row['state'] == 'routing' and 'routes nothing to w1' in ' '.join(row['problems'])
         os.unlink(backends['w1']['log'] + '.down')
         time.sleep(3)
         answers = [complete(router['url'], 'back %d' % i) for i in range(6)]

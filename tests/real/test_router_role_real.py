@@ -29,6 +29,9 @@ WHEELHOUSE = os.environ.get('FLEET_ROUTER_WHEELHOUSE', os.path.join(CACHE, 'rout
 IMAGE = 'localhost/lmcache-vllm-fleet-host:bookworm'
 PLAY = [{'name': 'Routers', 'hosts': 'routers', 'gather_facts': False, 'become': True,
          'roles': [{'role': 'lmcache_vllm.fleet.vllm_router'}]}]
+REMOVE = [{'name': 'Remove the routers', 'hosts': 'routers', 'gather_facts': False, 'become': True,
+           'tasks': [{'name': 'Remove', 'ansible.builtin.include_role': {'name': 'lmcache_vllm.fleet.vllm_router',
+                                                                         'tasks_from': 'remove'}}]}]
 
 
 def podman(*args, check=True):
@@ -60,7 +63,10 @@ def router_host_fixture():
            'nproc=32768:32768', '--cap-add', 'SYS_ADMIN', '-v', '%s:/wheelhouse:ro' % WHEELHOUSE,
            '-v', '%s:/srv/doubles:ro' % os.path.join(REPO, 'tests', 'doubles'), IMAGE, '/sbin/init')
     try:
-        podman('exec', name, 'systemctl', 'is-system-running', '--wait', check=False)
+        deadline = time.time() + 180
+        while podman('exec', name, 'systemctl', 'is-system-running', '--wait', check=False).strip() not in (
+                'running', 'degraded') and time.time() < deadline:
+            time.sleep(2)
         for number in (1, 2):
             podman('exec', name, 'systemd-run', '--unit', 'double-w%d' % number, 'python3',
                    '/srv/doubles/openai_backend_double.py', '1810%d' % number, 'w%d' % number, '/tmp/w%d.log' % number)
@@ -80,6 +86,7 @@ def write(tmp_path, name):
     inventory = {'all': {'children': {'routers': {'hosts': {name: router}}, 'doubles': {'hosts': workers}}}}
     (tmp_path / 'hosts.yml').write_text(yaml.safe_dump(inventory))
     (tmp_path / 'play.yml').write_text(yaml.safe_dump(PLAY))
+    (tmp_path / 'remove.yml').write_text(yaml.safe_dump(REMOVE))
     return str(tmp_path / 'hosts.yml'), str(tmp_path / 'play.yml')
 
 
@@ -115,3 +122,14 @@ def test_role_deploys_a_hardened_router_that_routes_and_drops_a_failed_worker(tm
     in_host(router_host, 'rm /tmp/w1.log.down')
     rc, out = run_play(tmp_path, play, inventory)
     assert rc == 0 and recap_changed(out, router_host) == 0, out[-3000:]
+    in_host(router_host, 'mkdir -p /opt/vllm-router/keep-me')  # not the collection's: left and named
+    rc, out = run_play(tmp_path, str(tmp_path / 'remove.yml'), inventory)
+    assert rc == 0, out[-3000:]
+    left = in_host(router_host, 'ls /opt/vllm-router /etc/systemd/system')
+    assert 'keep-me' in left and 'vllm-router-0.1.17' not in left and 'vllm-router-doubles' not in left, left
+    assert in_host(router_host, 'getent passwd vllm-router; getent group vllm-router; ls /var/lib').count(
+        'vllm-router') == 0
+    # the directory of the venvs stays (it holds what is not the collection's), and so does its entry
+    manifest = json.loads(in_host(router_host, 'cat /etc/lmcache-vllm-fleet/router-manifest.json'))
+    assert sorted(e['kind'] for e in manifest['entries'].values()) == ['venvs_dir'], manifest
+    assert in_host(router_host, 'systemctl is-active double-w1').strip() == 'active'
