@@ -1,0 +1,28 @@
+# -*- coding: utf-8 -*-
+# Copyright: lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the routers' status (plugins/module_utils/router_status.py)."""
+
+from __future__ import annotations
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_monitoring, router_status
+
+
+def router_status_rows(instances, host, states, metrics):
+    return router_status.rows(host, instances, states or [], metrics or [])
+
+
+def router_status_line(item):
+    return router_status.line(item)
+
+
+def router_file_sd(routers, labels=None):
+    return router_monitoring.file_sd(routers, labels)
+
+
+class FilterModule:
+    """lmcache_vllm.fleet router filters."""
+
+    def filters(self):
+        return {'router_status_rows': router_status_rows, 'router_status_line': router_status_line,
+                'router_file_sd': router_file_sd}
