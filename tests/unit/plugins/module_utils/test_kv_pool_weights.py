@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """An L2 pool never shares pages between hosts whose weights or cached values differ: every vLLM flag that can
-change them (--quantization, --revision, --hf-overrides, --load-format, an unknown flag) splits the key prefix and
-is refused between members of one pool; LoRA adapters, which LMCache's key does not hold, are refused in a pool."""
+change them (--quantization, --hf-overrides, --load-format, the model's revision, a flag the table's vLLM does not
+know on a host that pins another release) splits the key prefix and is refused between members of one pool; LoRA adapters, which LMCache's key does not hold, are refused in a pool."""
 
 from __future__ import annotations
 
@@ -22,10 +22,20 @@ def plan(host, **cfg):
                                kv_stores={'store-1': STORE})
 
 
-@pytest.mark.parametrize('args', [['--quantization', 'fp8'], ['--revision', 'abc123'],
-                                  ['--hf-overrides', '{"rope_theta": 20000}'], ['--some-future-flag', '1']])
+@pytest.mark.parametrize('args', [['--quantization', 'fp8'], ['--hf-overrides', '{"rope_theta": 20000}']])
 def test_a_flag_that_changes_the_weights_splits_the_pool(args):
     base, other = plan('a'), plan('b', vllm_server_extra_args=args)
+    assert other['errors'] == [], other['errors']
+    assert base['kv_pool']['key_prefix'] != other['kv_pool']['key_prefix']
+    errors = kv_pool.plans_errors([base, other])
+    assert errors and 'pool default: hosts a and b differ in vllm_args' in errors[0], errors
+
+
+def test_a_flag_of_another_release_splits_the_pool():
+    """A host that pins another vLLM release may pass a flag the collection's table does not know (a warning,
+    not an error): the flag still splits the pool, and the other release already does."""
+    base = plan('a', vllm_server_version='0.99.0')
+    other = plan('b', vllm_server_version='0.99.0', vllm_server_extra_args=['--some-future-flag', '1'])
     assert other['errors'] == [], other['errors']
     assert base['kv_pool']['key_prefix'] != other['kv_pool']['key_prefix']
     errors = kv_pool.plans_errors([base, other])
@@ -36,6 +46,12 @@ def test_dummy_weights_split_the_pool():
     base, other = plan('a'), plan('b', vllm_server_load_format='dummy')
     assert base['kv_pool']['key_prefix'] != other['kv_pool']['key_prefix']
     assert 'differ in load_format (auto vs dummy)' in kv_pool.plans_errors([base, other])[0]
+
+
+def test_another_revision_splits_the_pool():
+    base, other = plan('a'), plan('b', vllm_server_model_revision='abc123')
+    assert base['kv_pool']['key_prefix'] != other['kv_pool']['key_prefix']
+    assert 'differ in revision' in kv_pool.plans_errors([base, other])[0]
 
 
 def test_a_serving_only_flag_keeps_the_pool():
