@@ -505,13 +505,13 @@ def derive(p, v, lm, block, source, hybrid, hybrid_source):
 
 
 def max_num_seqs(p, v, block, hybrid, prediction, mamba_blocks):
-    """--max-num-seqs within vLLM's Mamba cache blocks M (mamba_clamp): M as vLLM reported it, else predicted."""
+    """--max-num-seqs within vLLM's Mamba cache blocks M (mamba_clamp): M as vLLM reported it on this host
+    (whatever the device: that vLLM refused), else predicted (CUDA only)."""
     mamba = None
-    if hybrid and v['device'] == 'cuda':
-        if isinstance(mamba_blocks, dict) and mamba_blocks.get('mamba_cache_blocks') is not None:
-            mamba = mamba_clamp.rescale(mamba_blocks, block)
-        elif isinstance(prediction, dict) and isinstance(prediction.get('mamba'), dict):
-            mamba = mamba_clamp.rescale(prediction['mamba'], block)
+    if hybrid and isinstance(mamba_blocks, dict) and mamba_blocks.get('mamba_cache_blocks') is not None:
+        mamba = mamba_clamp.rescale(mamba_blocks, block)
+    elif hybrid and v['device'] == 'cuda' and isinstance(prediction, dict) and isinstance(prediction.get('mamba'), dict):
+        mamba = mamba_clamp.rescale(prediction['mamba'], block)
     memory = (mamba or {}).get('gpu_memory_total_mib')
     default = mamba_clamp.vllm_default_max_num_seqs(v['device'], memory) if memory else \
         mamba_clamp.vllm_default_max_num_seqs(v['device'], 160 * 1024)

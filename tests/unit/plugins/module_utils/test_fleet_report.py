@@ -124,3 +124,10 @@ def test_filters():
         day2.kv_store_file_sd([{'host': 'kv-1', 'labels': {'host': 'x'}, 'exporter': {'enabled': True}}])
     names = ['fleet_file_sd', 'kv_store_file_sd', 'prometheus_samples']
     assert sorted(day2.FilterModule().filters()) == names
+
+
+def test_the_status_row_shows_m_and_its_source():
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report
+    assert fleet_report._mamba({'mamba_cache_blocks': 6, 'source': 'refusal'}) == '6 (refusal)'
+    assert fleet_report._mamba(None) == '-' and fleet_report._mamba({'mamba_cache_blocks': None}) == '-'
+    assert ('mamba', 'M (source)') in fleet_report.COLUMNS
