@@ -50,7 +50,7 @@ def run_standin(tmp_path, config, *args):
     if config is not None:
         (tmp_path / 'config').write_text(config)
     return subprocess.run([PYTHON, STANDIN, 'serve', '/nonexistent-model'] + list(args), env=env,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, check=False)
 
 
 @pytest.mark.real
