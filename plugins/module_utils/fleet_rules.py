@@ -506,13 +506,14 @@ def derive(p, v, lm, block, source, hybrid, hybrid_source):
 
 def max_num_seqs(p, v, block, hybrid, prediction, mamba_blocks):
     """--max-num-seqs within vLLM's Mamba cache blocks M (mamba_clamp): M as vLLM reported it (on this host, or
-    on its probe group's first host), else predicted; and the error of a model whose weights do not fit the GPU."""
+    on its probe group's first host; whatever the device: that vLLM refused), else predicted (CUDA only); and the
+    error of a model whose weights do not fit the GPU."""
     cuda = v['device'] == 'cuda'
     memory = prediction.get('memory') if cuda and isinstance(prediction, dict) else None
     fit = mamba_clamp.fit_error(host_label(p.host), memory)
     if fit and fit not in p.errors:
         p.errors.append(fit)
-    mamba = _mamba_blocks(block, hybrid and cuda, prediction, mamba_blocks)
+    mamba = _mamba_blocks(block, hybrid, cuda, prediction, mamba_blocks)
     total = (mamba or {}).get('gpu_memory_total_mib') or (memory or {}).get('gpu_memory_total_mib')
     default = mamba_clamp.vllm_default_max_num_seqs(v['device'], total or 160 * 1024)
     decision = mamba_clamp.decide_max_num_seqs(host_label(p.host), v['max_seqs'], mamba, default,
@@ -532,13 +533,15 @@ def max_num_seqs(p, v, block, hybrid, prediction, mamba_blocks):
     return {'max_num_seqs': decision['value'], 'mamba': shown, 'mamba_inputs': inputs, 'gpu_memory': memory}
 
 
-def _mamba_blocks(block, hybrid_cuda, prediction, mamba_blocks):
-    """M of a hybrid model on CUDA and its source: reported (refusal, cached, group), else predicted, else unknown
-    (``mamba_cache_blocks`` null and ``problem`` saying why); None for any other host."""
-    if not hybrid_cuda:
+def _mamba_blocks(block, hybrid, cuda, prediction, mamba_blocks):
+    """M of a hybrid model and its source: reported (refusal, cached, group; on any device), else on CUDA predicted,
+    else unknown (``mamba_cache_blocks`` null and ``problem`` saying why); None for any other host."""
+    if not hybrid:
         return None
     if isinstance(mamba_blocks, dict) and mamba_blocks.get('mamba_cache_blocks') is not None:
         return mamba_clamp.rescale(mamba_blocks, block)
+    if not cuda:
+        return None
     if isinstance(prediction, dict) and isinstance(prediction.get('mamba'), dict):
         return mamba_clamp.rescale(prediction['mamba'], block)
     return {'mamba_cache_blocks': None, 'source': 'unknown',

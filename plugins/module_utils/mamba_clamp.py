@@ -350,6 +350,36 @@ def cache_key(fingerprint, gpu_memory_utilization, max_model_len, kv_cache_dtype
     return hashlib.sha256(text.encode('utf-8')).hexdigest()[:32]
 
 
+def cache_key_of(fingerprint, inputs):
+    """:func:`cache_key` from the plan's ``derived.mamba_inputs`` (a mapping)."""
+    inputs = inputs if isinstance(inputs, dict) else {}
+    return cache_key(fingerprint, inputs.get('gpu_memory_utilization'), inputs.get('max_model_len'),
+                     inputs.get('kv_cache_dtype'), inputs.get('mamba_cache_dtype'), inputs.get('mamba_ssm_cache_dtype'))
+
+
+def running_blocks(record, fingerprint, inputs, live_blocks=None):
+    """M of a running host for its status: ``{'mamba_cache_blocks', 'source', 'detail'}``. The M vLLM
+    reported in a refusal (the record the vLLM role caches beside the unit) when its key matches the
+    unit's recorded fingerprint and the plan's ``mamba_inputs`` (source ``refusal``), else the running
+    vLLM's own block count (``num_gpu_blocks`` of its cache metric, source ``metric``), else None."""
+    if isinstance(record, str):
+        try:
+            record = json.loads(record) if record.strip() else None
+        except ValueError:
+            record = None
+    blocks = cached_blocks(record, cache_key_of(fingerprint, inputs)) if fingerprint else None
+    if blocks is not None:
+        refused = record.get('refused_max_num_seqs')
+        return {'mamba_cache_blocks': blocks, 'source': 'refusal', 'refused_max_num_seqs': refused,
+                'detail': 'vLLM refused max_num_seqs %s with M=%d for the running unit\'s inputs (cached beside '
+                          'the unit)' % (refused if refused is not None else '?', blocks)}
+    if isinstance(live_blocks, int) and not isinstance(live_blocks, bool):
+        stale = ' (a cached refusal is for other inputs)' if isinstance(record, dict) else ''
+        return {'mamba_cache_blocks': live_blocks, 'source': 'metric',
+                'detail': "num_gpu_blocks of the running vLLM's cache metric%s" % stale}
+    return None
+
+
 def cached_blocks(record, key):
     """M from a cache record ``{'key', 'mamba_cache_blocks', ...}`` when its key matches, else None."""
     if not isinstance(record, dict) or record.get('key') != key:
@@ -382,12 +412,15 @@ def decide_max_num_seqs(host, explicit, mamba, default, full_cudagraphs=True):
     the unit runs with (None: vLLM's default), given the user's value (``explicit``, None when unset),
     M (``mamba``: a dict with ``mamba_cache_blocks`` and ``source`` - predicted, refusal or cached - or
     None) and vLLM's default for the host. vLLM checks M only with full CUDA graphs (not
-    --enforce-eager)."""
+    --enforce-eager), so a predicted M is applied only then; an M that vLLM itself reported (refusal,
+    cached) is applied whatever the mode: that vLLM refused."""
     out = {'value': explicit, 'clamped': False, 'errors': [], 'warnings': [], 'mamba_cache_blocks': None,
            'source': None}
-    if not isinstance(mamba, dict) or mamba.get('mamba_cache_blocks') is None or not full_cudagraphs:
+    if not isinstance(mamba, dict) or mamba.get('mamba_cache_blocks') is None:
         return out
     blocks, source = int(mamba['mamba_cache_blocks']), mamba.get('source') or 'predicted'
+    if source == 'predicted' and not full_cudagraphs:
+        return out
     out.update(mamba_cache_blocks=blocks, source=source)
     known = source != 'predicted'
     if blocks < 1:

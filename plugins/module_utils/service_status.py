@@ -35,6 +35,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_read
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import url_host
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.gpu_facts import gpu_facts, memory_summary
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnose import diagnose
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.mamba_clamp import running_blocks
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.prometheus_text import lmcache_summary, vllm_summary
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.versions import versions_argv
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import status_entries
@@ -156,8 +157,8 @@ def collect(params, run, http_get, read_text, which):
     """The status of one host.
 
     ``params``: host, vllm_service, lmcache_service, vllm_host, vllm_port, lmcache_http_host,
-    lmcache_http_port, vllm_venv, lmcache_venv, cache_path, fingerprint_file, device, model, gpus (bool),
-    nvidia_smi, timeout, journal_lines.
+    lmcache_http_port, vllm_venv, lmcache_venv, cache_path, fingerprint_file, mamba_cache_path, mamba_inputs,
+    device, model, gpus (bool), nvidia_smi, timeout, journal_lines.
     ``run(argv) -> (rc, out, err)`` (raises OSError when the program is missing),
     ``http_get(url, timeout) -> (status or None, body, error or None)``,
     ``read_text(path) -> str or None``, ``which(name) -> path or None``."""
@@ -173,6 +174,8 @@ def collect(params, run, http_get, read_text, which):
     fingerprint = parse_fingerprint_file(read_text(p['fingerprint_file']) or '')
     n = block_size(status_entries(read_text(p['cache_path']) or ''), fingerprint, services['vllm']['description'])
     n['live'] = _live_block_size(run, services['vllm'], bodies['vllm'], n, p.get('device') or 'cuda')
+    mamba = running_blocks(read_text(p['mamba_cache_path']) if p.get('mamba_cache_path') else None, fingerprint,
+                           p.get('mamba_inputs'), (n['live'] or {}).get('num_gpu_blocks'))
 
     gpus = None
     if p.get('gpus', True):
@@ -188,6 +191,7 @@ def collect(params, run, http_get, read_text, which):
         'state': 'drift' if n_drift and state == 'serving' else state,
         'services': services,
         'block_size': n,
+        'mamba': mamba,
         'versions': installed_versions(run, p['vllm_venv'], p['lmcache_venv']),
         'gpus': gpus,
         'metrics': metrics,

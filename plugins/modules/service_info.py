@@ -78,6 +78,16 @@ options:
     description: The file beside the unit that records the inputs the vLLM unit runs with.
     type: path
     default: /etc/lmcache-vllm-fleet/vllm.fingerprint
+  mamba_cache_path:
+    description: >-
+      The file beside the vLLM unit where the vLLM role caches the Mamba cache blocks M that vLLM reported
+      when it refused C(--max-num-seqs) (the host plan's C(vllm.mamba_cache_path)). Not read when unset.
+    type: path
+  mamba_inputs:
+    description: >-
+      The inputs that change M (the host plan's C(derived.mamba_inputs)); with the recorded fingerprint they
+      make the key a cached M must carry to apply to the running unit.
+    type: dict
   device:
     description: C(vllm_server_device); decides the memory variable a journal explanation names.
     type: str
@@ -216,6 +226,26 @@ block_size:
     detail:
       description: One line on where N comes from.
       type: str
+mamba:
+  description: >-
+    The Mamba cache blocks M of the running vLLM, null when unknown: V(refusal) (the M vLLM reported when it
+    refused C(--max-num-seqs), cached beside the unit for the running unit's inputs) or V(metric)
+    (C(num_gpu_blocks) of the running vLLM's cache metric).
+  returned: always
+  type: dict
+  contains:
+    mamba_cache_blocks:
+      description: M.
+      type: int
+    source:
+      description: V(refusal) or V(metric).
+      type: str
+    refused_max_num_seqs:
+      description: The max_num_seqs vLLM refused (source V(refusal) only).
+      type: int
+    detail:
+      description: One line on where M comes from.
+      type: str
 versions:
   description: Installed versions (null when absent).
   returned: always
@@ -326,6 +356,8 @@ def main():
             lmcache_venv=dict(type='path', default='/opt/lmcache/venv'),
             cache_path=dict(type='path', default='/etc/ansible/facts.d/vllm_block_size.fact'),
             fingerprint_file=dict(type='path', default='/etc/lmcache-vllm-fleet/vllm.fingerprint'),
+            mamba_cache_path=dict(type='path'),
+            mamba_inputs=dict(type='dict'),
             device=dict(type='str', default='cuda'),
             model=dict(type='str'),
             gpus=dict(type='bool', default=True),

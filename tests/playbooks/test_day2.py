@@ -158,7 +158,8 @@ def test_status_of_a_serving_host_and_an_unreachable_one(runner, tmp_path, endpo
     assert header[:5] == ['host', 'state', 'lmcache', 'vllm', 'model']
     local = next(line for line in table if line.startswith('localhost '))
     # no systemd on this machine: the units read as absent, everything else is read for real
-    assert re.search(r'localhost +absent +absent +absent +tiny-dense +640 \(probe\) +0\.32\.0 / 0\.5\.6 '
+    # M (source): a dense model, no refusal cached and no cache metric: unknown
+    assert re.search(r'localhost +absent +absent +absent +tiny-dense +640 \(probe\) +- +0\.32\.0 / 0\.5\.6 '
                      r'+1x NVIDIA H200 0/140 GiB +75\.0% +25\.0% +0\.0%', local), table
     gone = next(line for line in table if line.startswith('gone-01 '))
     assert gone.split()[1] in ('error', 'unreachable')

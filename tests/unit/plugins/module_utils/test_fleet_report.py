@@ -143,3 +143,10 @@ def test_file_sd_vllm_target_carries_the_plans_n_and_hybrid():
 def test_file_sd_refuses_user_labels_named_like_the_plans():
     with pytest.raises(FleetRuleError, match='fleet_monitoring_labels sets fleet_block_size'):
         fr.file_sd_targets([host('gpu-01', labels={'fleet_block_size': '16'})])
+
+
+def test_the_status_row_shows_m_and_its_source():
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report
+    assert fleet_report._mamba({'mamba_cache_blocks': 6, 'source': 'refusal'}) == '6 (refusal)'
+    assert fleet_report._mamba(None) == '-' and fleet_report._mamba({'mamba_cache_blocks': None}) == '-'
+    assert ('mamba', 'M (source)') in fleet_report.COLUMNS

@@ -145,10 +145,18 @@ def test_decide_user_value_above_known_m_is_an_error_above_predicted_a_warning()
     assert not guess['errors'] and guess['warnings'] and guess['value'] == 1000
 
 
-def test_decide_nothing_with_enforce_eager_or_without_m():
-    mamba = {'mamba_cache_blocks': 4, 'source': 'refusal'}
-    assert mamba_clamp.decide_max_num_seqs('h', None, mamba, 1024, full_cudagraphs=False)['value'] is None
+def test_decide_ignores_a_predicted_m_with_enforce_eager_and_nothing_without_m():
+    predicted = {'mamba_cache_blocks': 4, 'source': 'predicted'}
+    assert mamba_clamp.decide_max_num_seqs('h', None, predicted, 1024, full_cudagraphs=False)['value'] is None
     assert mamba_clamp.decide_max_num_seqs('h', None, None, 1024)['value'] is None
+
+
+def test_decide_applies_an_m_vllm_reported_whatever_the_mode():
+    """A refusal is vLLM's own word: the vLLM that refused checks M, so the re-plan lowers the value."""
+    for source in ('refusal', 'cached'):
+        decision = mamba_clamp.decide_max_num_seqs('h', None, {'mamba_cache_blocks': 6, 'source': source}, 128,
+                                                   full_cudagraphs=False)
+        assert decision['value'] == 6 and decision['clamped'] and decision['source'] == source
 
 
 def test_cache_key_changes_with_each_input():
@@ -200,6 +208,15 @@ def test_plan_leaves_eager_and_cpu_hosts_alone(big):
     assert _flag(_plan(big, vllm_server_enforce_eager=True)['vllm']['argv'], '--max-num-seqs') is None
     cpu = _plan(big, vllm_server_device='cpu')
     assert _flag(cpu['vllm']['argv'], '--max-num-seqs') is None and cpu['derived']['mamba'] is None
+
+
+def test_plan_lowers_to_a_reported_m_on_eager_and_cpu_hosts(big):
+    refusal = {'mamba_cache_blocks': 6, 'source': 'refusal'}
+    cpu = _plan(big, vllm_server_device='cpu', vllm_server_enforce_eager=True, vllm_server_kv_connector=False,
+                mamba_blocks=refusal)
+    assert _flag(cpu['vllm']['argv'], '--max-num-seqs') == '6' and not cpu['errors']
+    assert cpu['summary']['mamba_cache_blocks'] == 6 and cpu['summary']['mamba_source'] == 'refusal'
+    assert any('lowered from vLLM\'s default 128' in w for w in cpu['warnings'])
 
 
 def test_rescale_keeps_a_prediction_that_names_only_its_problem():

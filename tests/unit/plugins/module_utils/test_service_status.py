@@ -218,3 +218,35 @@ def test_unit_name_and_state():
     assert ss.unit_name('vllm') == 'vllm.service' and ss.unit_name('vllm@a.service') == 'vllm@a.service'
     state = ss.unit_state({})
     assert state['present'] is False and state['active_state'] == 'unknown' and state['restarts'] is None
+
+
+MAMBA_PATH = '/etc/lmcache-vllm-fleet/vllm.mamba-blocks.json'
+MAMBA_INPUTS = {'gpu_memory_utilization': 0.6, 'max_model_len': None, 'kv_cache_dtype': 'auto',
+                'mamba_cache_dtype': 'auto', 'mamba_ssm_cache_dtype': 'auto'}
+
+
+def test_m_comes_from_a_refusal_cached_for_the_running_units_inputs():
+    """The record the vLLM role writes after a refusal (roles/vllm_server/tasks/service.yml), keyed by
+    the unit's recorded fingerprint and the plan's mamba_inputs."""
+    from ansible_collections.lmcache_vllm.fleet.plugins.filter.mamba import mamba_cache_key
+    host = Host()
+    host.files[MAMBA_PATH] = json.dumps({'key': mamba_cache_key(FP, MAMBA_INPUTS), 'mamba_cache_blocks': 604,
+                                         'refused_max_num_seqs': 1024})
+    mamba = host.collect(mamba_cache_path=MAMBA_PATH, mamba_inputs=MAMBA_INPUTS)['mamba']
+    assert (mamba['mamba_cache_blocks'], mamba['source'], mamba['refused_max_num_seqs']) == (604, 'refusal', 1024)
+    assert 'refused max_num_seqs 1024 with M=604' in mamba['detail']
+    # other inputs (here the memory utilization): the refusal does not describe the running unit
+    other = dict(MAMBA_INPUTS, gpu_memory_utilization=0.9)
+    assert host.collect(mamba_cache_path=MAMBA_PATH, mamba_inputs=other)['mamba'] is None
+    # no record, or none asked for: M is unknown without the running vLLM's metric
+    assert host.collect()['mamba'] is None
+
+
+def test_m_from_the_running_vllms_cache_metric():
+    host = Host()
+    host.http['http://127.0.0.1:8000/metrics'] = (200, VLLM_METRICS + (
+        'vllm:cache_config_info{block_size="784",engine="0",mamba_cache_mode="align",num_gpu_blocks="604"} 1.0\n'))
+    host.files[MAMBA_PATH] = json.dumps({'key': 'stale', 'mamba_cache_blocks': 50})
+    mamba = host.collect(mamba_cache_path=MAMBA_PATH, mamba_inputs=MAMBA_INPUTS)['mamba']
+    assert (mamba['mamba_cache_blocks'], mamba['source']) == (604, 'metric')
+    assert 'other inputs' in mamba['detail']
