@@ -54,8 +54,8 @@ class Double:
             toks.append(tok)
             lps.append(base)
             tops.append({tok: base, "other": base - 0.5 - 0.001 * seed})
-        return {"choices": [{"text": "".join(toks), "logprobs": {"tokens": toks, "token_logprobs": lps,
-                                                                  "top_logprobs": tops}}],
+        logprobs = {"tokens": toks, "token_logprobs": lps, "top_logprobs": tops}
+        return {"choices": [{"text": "".join(toks), "logprobs": logprobs}],
                 "usage": {"prompt_tokens": len(body["prompt"])}}
 
     def vllm_metrics(self):

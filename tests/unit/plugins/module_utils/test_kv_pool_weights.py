@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """An L2 pool never shares pages between hosts whose weights or cached values differ: every vLLM flag that can
 change them (--quantization, --hf-overrides, --load-format, the model's revision, a flag the table's vLLM does not
-know on a host that pins another release) splits the key prefix and is refused between members of one pool; LoRA adapters, which LMCache's key does not hold, are refused in a pool."""
+know on a host that pins another release) splits the key prefix and is refused between members of one pool; LoRA
+adapters, which LMCache's key does not hold, are refused in a pool."""
 
 from __future__ import annotations
 
