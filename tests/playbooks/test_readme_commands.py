@@ -90,6 +90,10 @@ def checkout_copy(dest):
         source = os.path.join(REPO_ROOT, '.cache', 'collections', 'ansible_collections', namespace)
         if os.path.isdir(source):
             os.symlink(os.path.realpath(source), os.path.join(colls, namespace))
+    # the collection path of the copy itself, as scripts/setup-tools.sh makes it: every block finds the collection,
+    # whichever block runs first in its worker (pytest-xdist gives each worker its own copy)
+    os.makedirs(os.path.join(colls, 'lmcache_vllm'))
+    os.symlink(dest, os.path.join(colls, 'lmcache_vllm', 'fleet'))
     return dest
 
 
