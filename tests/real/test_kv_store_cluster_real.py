@@ -88,8 +88,9 @@ def free_ports(count):
     return found
 
 
-def run(argv, env=None, timeout=30):
-    return subprocess.run(argv, env=dict(os.environ, **(env or {})), capture_output=True, text=True,
+def run(argv, env=None, timeout=30, stdin=None):
+    """``argv`` with ``stdin`` (the plan's password for ``redis-cli --askpass``) on its standard input."""
+    return subprocess.run(argv, env=dict(os.environ, **(env or {})), input=stdin, capture_output=True, text=True,
                           timeout=timeout, check=False)
 
 
@@ -114,7 +115,7 @@ def plan(index, port, base):
 
 def answers(store, attempts=100):
     for _attempt in range(attempts):
-        if run(store['health']['argv'] + ['PING'], store['health']['env']).stdout.strip() == 'PONG':
+        if run(store['health']['argv'] + ['PING'], stdin=store['health']['stdin']).stdout.strip() == 'PONG':
             return True
         time.sleep(0.05)
     return False
@@ -148,7 +149,7 @@ def stores():
 
 
 def cluster_info(store):
-    result = run(store['cluster']['info']['argv'], store['cluster']['info']['env'])
+    result = run(store['cluster']['info']['argv'], stdin=store['cluster']['info']['stdin'])
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -156,7 +157,7 @@ def cluster_info(store):
 def lmcache_cli(store, *args):
     """The LMCache user's CLI (the plan's health argv) in cluster mode (-c follows MOVED)."""
     argv = store['health']['argv']
-    return run(argv[:1] + ['-c'] + argv[1:] + list(args), store['health']['env'])
+    return run(argv[:1] + ['-c'] + argv[1:] + list(args), stdin=store['health']['stdin'])
 
 
 def play(stores):
@@ -206,7 +207,7 @@ def test_lmcache_user_cannot_create_or_change_a_cluster(stores):
     """Why the cluster has its own administrator: LMCache's user has no @admin, so no CLUSTER ADDSLOTS / MEET."""
     for command in (['CLUSTER', 'ADDSLOTS', '0'], ['CLUSTER', 'MEET', '127.0.0.1', stores[1]['endpoint'].split(':')[1]],
                     ['CLUSTER', 'SET-CONFIG-EPOCH', '1'], ['CLUSTER', 'RESET']):
-        result = run(stores[0]['health']['argv'] + command, stores[0]['health']['env'])
+        result = run(stores[0]['health']['argv'] + command, stdin=stores[0]['health']['stdin'])
         assert 'NOPERM' in result.stdout + result.stderr, command
 
 
@@ -224,7 +225,7 @@ def test_the_plans_create_step_forms_the_cluster_once(cluster):
     create = ks.cluster_create(cluster)
     assert create['errors'] == [] and create['host'] == 'kv-0'
     assert create['nodes'] == [store['endpoint'] for store in cluster]
-    again = run(create['argv'], create['env'], timeout=60)
+    again = run(create['argv'], timeout=60, stdin=create['stdin'])
     assert again.returncode != 0 and 'is not empty' in again.stdout + again.stderr
     assert all(ks.cluster_problem(cluster_info(store), 3) == '' for store in cluster)
 
@@ -235,14 +236,14 @@ def test_lmcache_user_reads_and_writes_across_the_nodes_but_cannot_flush(cluster
         assert lmcache_cli(cluster[index % 3], 'SET', 'fleet-key-%d' % index, 'value-%d' % index).stdout.strip() == 'OK'
     for index in range(30):
         assert lmcache_cli(cluster[(index + 1) % 3], 'GET', 'fleet-key-%d' % index).stdout.strip() == 'value-%d' % index
-    sizes = [int(run(store['health']['argv'] + ['DBSIZE'], store['health']['env']).stdout) for store in cluster]
+    sizes = [int(run(store['health']['argv'] + ['DBSIZE'], stdin=store['health']['stdin']).stdout) for store in cluster]
     assert sum(sizes) >= 30 and all(size > 0 for size in sizes), sizes
     for command in (['FLUSHALL'], ['CONFIG', 'GET', 'maxmemory'], ['CLUSTER', 'FORGET', 'x']):
-        result = run(cluster[0]['health']['argv'] + command, cluster[0]['health']['env'])
+        result = run(cluster[0]['health']['argv'] + command, stdin=cluster[0]['health']['stdin'])
         assert 'NOPERM' in result.stdout + result.stderr, command
     # The administrator reaches no key.
     admin = cluster[0]['cluster']['info']
-    denied = run(admin['argv'][:-2] + ['GET', 'fleet-key-0'], admin['env'])
+    denied = run(admin['argv'][:-2] + ['GET', 'fleet-key-0'], stdin=admin['stdin'])
     assert 'NOPERM' in denied.stdout + denied.stderr
 
 
@@ -260,7 +261,7 @@ def keys_per_node(stores, spec, model):
     counts = []
     for store in stores:
         found = run(store['health']['argv'] + ['--scan', '--pattern', '%s@%s@*' % (spec['key_prefix'], model)],
-                    store['health']['env'])
+                    stdin=store['health']['stdin'])
         counts.append(len(found.stdout.split()))
     return counts
 
