@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install Debian's prometheus package (prometheus and promtool) for the tests: `promtool test rules` checks the
-# recording rules of playbooks/files/prometheus/, and the molecule day2 scenario scrapes the sandbox with it.
+# recording rules of playbooks/files/prometheus/, and the molecule default scenario scrapes the sandbox with it.
 # The package's own service is not started (a policy-rc.d refuses it while apt runs); the tests start their
 # own prometheus with their own configuration. Idempotent: nothing happens when promtool is there.
 set -euo pipefail

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """playbooks/status.yml, monitoring.yml and remove.yml, run with ansible-playbook.
 
-The real test of status and remove is the molecule scenario ``day2`` (systemd hosts serving the real
+The real test of status and remove is the molecule scenario ``default`` (systemd hosts serving the real
 LMCache and vLLM). Here they run against this machine (``ansible_connection: local``) with every path
 of the roles moved into a temporary directory, and against hosts that do not exist:
 

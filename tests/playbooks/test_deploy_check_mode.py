@@ -5,7 +5,7 @@
 The host is this machine (local connection, no become), every path of the roles below a temporary directory, with
 no vLLM installed: the preview reads the package versions without the virtualenv check mode would create, probes
 nothing, plans with the N predicted from the model's config.json, shows the unit files it would write and starts
-nothing. The molecule day2 scenario runs the same preview on a real systemd host before its first deploy.
+nothing. The molecule default scenario runs the same preview on a real systemd host before its first deploy.
 
 The same run counts the host plans (the lookup host_plan says at -vvv whether it planned the host or reused the
 plan of the stage): one plan per host per stage that plans (validate, then the check with N), and the roles of

@@ -5,7 +5,7 @@
 monitoring.yml writes the targets (here for a host bound to the IPv6 wildcard, reached at 127.0.0.1) and copies
 the rules; a real Prometheus (scripts/setup-prometheus.sh) scrapes them with the targets file as its file_sd and
 evaluates the rules. The /metrics endpoints are the TEST DOUBLE of test_day2 (a local HTTP server printing the
-counters LMCache and vLLM print); the molecule day2 scenario does the same against the real services.
+counters LMCache and vLLM print); the molecule default scenario does the same against the real services.
 Also: monitoring.yml refuses labels that would replace the collection's or be Prometheus's own, before writing.
 """
 

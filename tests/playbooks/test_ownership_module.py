@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fleet_ownership module's claim (deploy's stage 1b) on this machine, every path below tmp_path: what is
 absent is claimed in a 0600 manifest, a home of another user, a symbolic link and an untrustworthy manifest are
-refused with nothing written. Systemd units on real hosts: the molecule scenario ``day2``."""
+refused with nothing written. Systemd units on real hosts: the molecule scenario ``default``."""
 
 from __future__ import annotations
 
