@@ -32,7 +32,7 @@ NOT_RUN = {
     'python3 benchmarks/probe_benchmark.py': 'a benchmark of minutes',
     'source scripts/env.sh && python benchmarks/fleet_benchmark.py': 'a benchmark of many minutes',
     'source scripts/env.sh && python benchmarks/warm_start_benchmark.py': 'three vLLM starts, minutes',
-    'scripts/build-ee.sh': 'a podman build of a minute (tests/real/test_execution_environment_real.py runs it)',
+    'scripts/build-ee.sh': 'a podman build of minutes (tests/real/test_execution_environment_real.py runs it)',
     '.venv/bin/ansible-navigator run': 'runs the image of the build above (the same real test runs it)',
 }
 
