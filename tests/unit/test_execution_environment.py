@@ -4,8 +4,8 @@
 the image: `ansible-builder create` (the real ansible-builder) writes the build context from it and the tarball
 `ansible-galaxy collection build` makes.
 
-The image itself is not built here: it needs an execution environment base image, which comes from a container
-registry this machine cannot reach."""
+The image itself is built and run in tests/real/test_execution_environment_real.py (scripts/build-ee.sh, a
+podman build of about a minute)."""
 
 from __future__ import annotations
 
@@ -60,6 +60,10 @@ def test_ansible_builder_creates_the_build_context(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     containerfile = (context / 'Containerfile').read_text()
     assert 'ARG EE_BASE_IMAGE="localhost/lmcache-vllm-fleet-ee-base:latest"' in containerfile
+    # the Python and package manager of the project's base image (scripts/setup-ee-base.sh), build arguments that
+    # another base overrides
+    assert 'ARG PYCMD="/opt/ee/bin/python3"' in containerfile
+    assert 'ARG PKGMGR="/usr/bin/apt-get"' in containerfile
     assert 'COPY _build/collection/ /tmp/lmcache-vllm-fleet/' in containerfile
     assert 'ansible-galaxy collection install' in containerfile
     tarball = 'lmcache_vllm-fleet-%s.tar.gz' % galaxy_version()
