@@ -137,6 +137,7 @@ def instance(cfg, v, venv, entry, knobs):
                 '127.0.0.1' if rules.is_wildcard(str(cfg.get('vllm_router_metrics_bind')))
                 else rules.url_host(str(cfg.get('vllm_router_metrics_bind'))), entry['metrics_port']),
             'workers': entry['worker_list'], 'argv': command, 'start_timeout': start_timeout,
+            'drain_timeout': as_int(cfg.get('vllm_router_drain_timeout')) or 0,
             'unit_lines': unit_lines(v, name, entry['group'], command, start_timeout)}
 
 
