@@ -166,3 +166,15 @@ def ownership_entries(v, venv, instances):
             seen.add(ownership.key_of(entry))
             out.append(entry)
     return out
+
+
+def stale_units(owned_units, owned_paths, instances):
+    """``[{unit, path}]``: the routers the manifest says the collection created on the host (``owned_units`` and
+    ``owned_paths`` of ``fleet_ownership``) that no entry of ``vllm_router_instances`` plans any more."""
+    planned = set(i['service_name'] for i in instances or [])
+    out = []
+    for unit in sorted(set(owned_units or [])):
+        path = '%s/%s.service' % (UNIT_DIR, unit)
+        if unit not in planned and path in set(owned_paths or []):
+            out.append({'unit': unit, 'path': path})
+    return out
