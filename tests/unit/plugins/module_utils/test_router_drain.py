@@ -85,3 +85,34 @@ def test_in_flight_requests_are_read_from_vllms_metrics():
     assert router_admin.requests_in_flight('vllm:num_requests_running{engine="0"} 0.0\n') == 0
     assert router_admin.requests_in_flight('other_metric 4\n') is None
     assert router_admin.requests_in_flight('') is None
+
+
+def metrics(count):
+    return 200, 'vllm:num_requests_running{engine="0"} %d.0\nvllm:num_requests_waiting{engine="0"} 0.0\n' % count
+
+
+def test_the_wait_ends_once_the_worker_runs_nothing(monkeypatch):
+    answers = iter([metrics(2), metrics(1), metrics(0)])
+    monkeypatch.setattr(router_admin, '_open', lambda url, **kw: next(answers))
+    slept = []
+    assert router_admin.wait_idle('http://10.0.0.1:8000', 60, sleep=slept.append) == (True, 0)
+    assert len(slept) == 2
+
+
+def test_the_wait_gives_up_at_its_timeout_with_the_last_count(monkeypatch):
+    monkeypatch.setattr(router_admin, '_open', lambda url, **kw: metrics(3))
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    assert router_admin.wait_idle('http://10.0.0.1:8000', 5, clock=lambda: now[0], sleep=sleep) == (False, 3)
+    assert 5 <= now[0] <= 6
+
+
+def test_a_worker_without_metrics_is_not_waited_for(monkeypatch):
+    def refuse(url, **kw):
+        raise router_admin.RouterUnreachable(url)
+
+    monkeypatch.setattr(router_admin, '_open', refuse)
+    assert router_admin.wait_idle('http://10.0.0.1:8000', 60, sleep=pytest.fail) == (False, None)
