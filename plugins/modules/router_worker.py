@@ -20,8 +20,9 @@ description:
     runs and queues no request (C(vllm:num_requests_running) + C(vllm:num_requests_waiting) of the worker's
     C(/metrics)).
   - A router that does not answer (stopped, or not deployed yet on a first deploy) is not an error - the module
-    succeeds unchanged with a warning. So is a worker the router refuses to add (its C(/health) did not answer
-    within the router's C(--worker-startup-timeout-secs)).
+    succeeds unchanged, with a warning when it was to take the worker out (a router that starts again routes to
+    every worker of its unit, so putting one back needs none). A worker the router refuses to add (its C(/health)
+    did not answer within the router's C(--worker-startup-timeout-secs)) is a warning too.
   - The API takes no key (the collection never sets the router's C(--api-key)); nothing secret is sent.
 author:
   - lmcache_vllm.fleet maintainers (@lmcache-vllm)
@@ -93,8 +94,9 @@ def apply(router_url, worker_url, present, check_mode, wait_idle=0, timeout=60):
     try:
         workers = router_admin.list_workers(router_url, timeout=10)
     except router_admin.RouterUnreachable as exc:
-        return False, [], ['the router at %s did not answer, %s was not %s it: %s' % (
-            router_url, worker_url, 'put back into' if present else 'taken out of', exc)], None, None
+        # a router that is down starts again with every worker of its unit: only taking one out needs a warning
+        return False, [], [] if present else ['the router at %s did not answer, %s was not taken out of it: %s' % (
+            router_url, worker_url, exc)], None, None
     changed = (worker_url in workers) != present
     warnings, idle, in_flight = [], None, None
     if changed and not check_mode:

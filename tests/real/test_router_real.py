@@ -223,3 +223,5 @@ def test_draining_from_a_router_that_does_not_answer_warns_and_changes_nothing()
     changed, workers, warnings, idle, _count = router_worker.apply(down, 'http://127.0.0.1:1', False, False, wait_idle=5)
     assert (changed, workers, idle) == (False, [], None)
     assert len(warnings) == 1 and 'did not answer' in warnings[0] and down in warnings[0]
+    # putting a worker back into a router that is down: nothing to say, it starts with every worker of its unit
+    assert router_worker.apply(down, 'http://127.0.0.1:1', True, False) == (False, [], [], None, None)
