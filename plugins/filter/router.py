@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_monitoring, router_status
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_monitoring, router_status, router_units
 
 
 def router_status_rows(instances, host, states, metrics):
@@ -20,9 +20,13 @@ def router_file_sd(routers, labels=None):
     return router_monitoring.file_sd(routers, labels)
 
 
+def router_stale_units(owned, instances):
+    return router_units.stale_units(owned.get('owned_units'), owned.get('owned_paths'), instances)
+
+
 class FilterModule:
     """lmcache_vllm.fleet router filters."""
 
     def filters(self):
         return {'router_status_rows': router_status_rows, 'router_status_line': router_status_line,
-                'router_file_sd': router_file_sd}
+                'router_file_sd': router_file_sd, 'router_stale_units': router_stale_units}

@@ -43,7 +43,7 @@ from ansible.plugins.lookup import LookupBase
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import template_error
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router_config import (
-    HOST_PORTS, VARIABLE_RE, WORKER_VARIABLES, plan_router)
+    WORKER_VARIABLES, host_settings, plan_router)
 
 
 class LookupModule(LookupBase):
@@ -53,12 +53,7 @@ class LookupModule(LookupBase):
             raise AnsibleLookupError('router_plan needs the task variables')
         self.set_options(var_options=variables, direct=kwargs)
         host = variables.get('inventory_hostname')
-        settings, unusable = {}, []
-        for name in sorted(n for n in variables if VARIABLE_RE.match(n) or n in HOST_PORTS):
-            try:
-                settings[name] = self._templar.template(variables[name])
-            except AnsibleError as e:
-                unusable.append(template_error(host, name, getattr(e, 'message', None) or e))
+        settings, unusable = host_settings(host, variables, self._templar.template, template_error, AnsibleError)
         hostvars = variables.get('hostvars') or {}
         plan = plan_router(host, settings, variables.get('groups') or {},
                            lambda worker: self._worker(hostvars, worker))

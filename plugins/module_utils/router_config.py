@@ -250,6 +250,18 @@ def _instances(c, groups, workers_of):
     return entries
 
 
+def host_settings(host, variables, template, template_error, error_types):
+    """(the router host's ``vllm_router_*`` and service port variables, templated; the unusable ones' errors):
+    ``template`` the lookup's templating, ``error_types`` the exceptions it raises for a value it cannot render."""
+    settings, unusable = {}, []
+    for name in sorted(n for n in variables if VARIABLE_RE.match(n) or n in HOST_PORTS):
+        try:
+            settings[name] = template(variables[name])
+        except error_types as e:
+            unusable.append(template_error(host, name, getattr(e, 'message', None) or e))
+    return settings, unusable
+
+
 def plan_router(host, settings, groups, workers_of, defaults=None):
     """The plan of one router host (see the module docstring). Never raises for bad input."""
     cfg = router_defaults() if defaults is None else dict(defaults)
@@ -259,6 +271,8 @@ def plan_router(host, settings, groups, workers_of, defaults=None):
     v = _names(c)
     names_errors = list(c.errors)
     check_exposure(c)
+    c.integer('vllm_router_drain_timeout', 0, fix='use the seconds a drained worker may take to finish its requests, '
+              'e.g. 120 (0: do not wait)')
     knobs = units.flag_values(c)
     entries = _instances(c, groups or {}, workers_of)
     plan = {'host': host, 'errors': c.errors, 'values': v, 'ownership_errors': names_errors}

@@ -137,6 +137,7 @@ def instance(cfg, v, venv, entry, knobs):
                 '127.0.0.1' if rules.is_wildcard(str(cfg.get('vllm_router_metrics_bind')))
                 else rules.url_host(str(cfg.get('vllm_router_metrics_bind'))), entry['metrics_port']),
             'workers': entry['worker_list'], 'argv': command, 'start_timeout': start_timeout,
+            'drain_timeout': as_int(cfg.get('vllm_router_drain_timeout')) or 0,
             'unit_lines': unit_lines(v, name, entry['group'], command, start_timeout)}
 
 
@@ -164,4 +165,16 @@ def ownership_entries(v, venv, instances):
         if ownership.key_of(entry) not in seen:
             seen.add(ownership.key_of(entry))
             out.append(entry)
+    return out
+
+
+def stale_units(owned_units, owned_paths, instances):
+    """``[{unit, path}]``: the routers the manifest says the collection created on the host (``owned_units`` and
+    ``owned_paths`` of ``fleet_ownership``) that no entry of ``vllm_router_instances`` plans any more."""
+    planned = set(i['service_name'] for i in instances or [])
+    out = []
+    for unit in sorted(set(owned_units or [])):
+        path = '%s/%s.service' % (UNIT_DIR, unit)
+        if unit not in planned and path in set(owned_paths or []):
+            out.append({'unit': unit, 'path': path})
     return out

@@ -15,6 +15,7 @@ stages 2 and 4 read those plans instead of planning again.
 from __future__ import annotations
 
 import collections
+import json
 import os
 import re
 
@@ -59,3 +60,36 @@ def test_check_mode_previews_a_first_deploy(runner, tmp_path):
                        'Stage 3, check the N-dependent values of every host before any service changes': 1}, counts
     reused = set(play.split(',')[0] for (play, host, what) in counts if what == 'reuses')
     assert reused == {'Stage 2', 'Stage 4'}, counts
+
+
+def test_check_mode_with_a_router_in_front_of_the_host_drains_nothing_and_fails_nothing(runner, tmp_path):
+    """The same first deploy with a router on the serving host (its vLLM listens on loopback): stage 1b claims on
+    the router host, stage 4 takes nothing out (vLLM does not run yet, and check mode changes no router), stage 6
+    previews the router; nothing is created on either."""
+    root, router_root = tmp_path / 'host', tmp_path / 'router'
+    root.mkdir()
+    router_root.mkdir()
+    host = local_host(root, vllm_server_model=MODEL, vllm_server_hybrid=True, vllm_server_served_model_name='tiny',
+                      vllm_server_kv_connector=False, vllm_server_os_packages=[], lmcache_server_os_packages=[],
+                      vllm_server_host='127.0.0.1')
+    router = {'vllm_router_instances': [{'group': 'tiny_hosts', 'port': 30000, 'metrics_port': 29000}],
+              'vllm_router_venvs_dir': str(router_root / 'opt'), 'vllm_router_home': str(router_root / 'home'),
+              'vllm_router_manifest_path': str(router_root / 'manifest' / 'router-manifest.json'),
+              'vllm_router_user': 'fleet-test-no-such-router', 'vllm_router_group': 'fleet-test-no-such-router',
+              'vllm_router_service_prefix': 'fleet-test-router'}
+    inventory = {'all': {'children': {'vllm_hosts': {'children': {'tiny_hosts': {'hosts': {'localhost': host}}}},
+                                      'routers': {'hosts': {'localhost': router}}}}}
+    path = tmp_path / 'hosts.json'
+    path.write_text(json.dumps(inventory))
+
+    code, output = runner.run('deploy.yml', str(path), '-e', 'ansible_become=false', '--check')
+
+    assert code == 0, output[-6000:]
+    assert re.search(r'TASK \[Take the host out of its routers before LMCache or vLLM restarts\] \**\nskipping: '
+                     r'\[localhost\]', output), output[-6000:]
+    assert 'PLAY [Stage 1b, on every router host' in output and 'PLAY [Stage 6' in output
+    assert re.search(r'TASK \[lmcache_vllm.fleet.vllm_router : Refuse what is not the collection\'s, claim what the '
+                     r'role creates\] \**\n(ok|changed): \[localhost\]', output), output[-6000:]
+    assert 'fleet-test-router-tiny-hosts' in output
+    assert list(root.iterdir()) == [] and list(router_root.iterdir()) == [], sorted(
+        str(p) for p in tmp_path.rglob('*') if 'host' in p.parts or 'router' in p.parts)

@@ -11,6 +11,7 @@ import re
 import sys
 
 import pytest
+import yaml
 
 VALIDATE = 'Stop before any host is changed when a value is wrong'
 VALIDATE_STORES = 'Stop before any host is changed when a store value is wrong'
@@ -85,3 +86,41 @@ def test_a_host_whose_claim_was_skipped_is_refused_before_stage_2(runner):
     assert code != 0, output[-4000:]
     assert 'stage 1b of deploy.yml' in output and 'did not run, so nothing is installed' in output, output[-4000:]
     assert 'Install the LMCache server' not in output
+
+
+CLAIM_ROUTERS = 'Check and claim what the role vllm_router creates'
+ROUTER_GUARD = 'Refuse a router host whose ownership claim (stage 1b) did not run'
+
+
+def router_inventory(runner, **router_vars):
+    inventory = {'all': {'children': {
+        'vllm_hosts': {'children': {'small_hosts': {'hosts': {'gpu-1': {
+            'ansible_host': '192.0.2.11', 'ansible_connection': 'ssh', 'ansible_ssh_executable': '/nonexistent/ssh',
+            'vllm_server_model': 'Qwen/Qwen3.5-0.8B', 'vllm_server_host': '0.0.0.0'}}}}},
+        'routers': {'hosts': {'rt-1': dict({
+            'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable,
+            'vllm_router_instances': [{'group': 'small_hosts', 'port': 30000, 'metrics_port': 29000}]},
+            **router_vars)}}}}}
+    path = runner.workdir / 'routers.yml'
+    path.write_text(yaml.safe_dump(inventory))
+    return str(path)
+
+
+@pytest.mark.parametrize('tags', [(), ('--tags', 'install'), ('--tags', 'rollout'), ('--skip-tags', 'install')])
+def test_every_selection_claims_on_the_router_hosts_and_stage_6_checks_it(runner, tags):
+    code, output = runner.run('deploy.yml', router_inventory(runner), '--list-tasks', *tags)
+    assert code == 0, output[-4000:]
+    assert [t for t in tasks_of(output, 'Stage 1b, on every router host') if t.startswith(CLAIM_ROUTERS)], output
+    stage6 = [t for t in tasks_of(output, 'Stage 6') if t != 'tasks:' and 'Validating arguments' not in t]
+    if stage6:  # the role's tasks run only after the guard
+        assert stage6[0].startswith(ROUTER_GUARD), output
+    assert bool(stage6) == (tags in ((), ('--tags', 'rollout'), ('--skip-tags', 'install'))), output
+
+
+def test_a_router_host_whose_claim_was_skipped_is_refused_at_stage_6(runner, tmp_path):
+    inventory = router_inventory(runner, vllm_router_manifest_path=str(tmp_path / 'router-manifest.json'))
+    code, output = runner.run('deploy.yml', inventory, '--tags', 'rollout', '--skip-tags', 'always', '--limit', 'rt-1',
+                              '-e', 'ansible_become=false')
+    assert code != 0, output[-4000:]
+    assert 'host rt-1: stage 1b of deploy.yml' in ' '.join(output.split()), output[-4000:]
+    assert 'Install vllm-router' not in output and not (tmp_path / 'router-manifest.json').exists()

@@ -39,8 +39,8 @@ def podman(*args, check=True):
                           universal_newlines=True, check=check, timeout=300).stdout
 
 
-def in_host(name, command):
-    return podman('exec', name, 'sh', '-c', command)
+def in_host(name, command, check=True):
+    return podman('exec', name, 'sh', '-c', command, check=check)
 
 
 def run_play(tmp_path, play, inventory, *extra, timeout=900):
@@ -75,15 +75,16 @@ def router_host_fixture():
         podman('rm', '-f', name, check=False)
 
 
-def write(tmp_path, name):
+def write(tmp_path, name, group='doubles'):
     workers = dict(('w%d' % n, {'vllm_server_model': 'double-model', 'vllm_server_host': '0.0.0.0',
                                 'vllm_server_port': 18100 + n, 'ansible_host': '127.0.0.1'}) for n in (1, 2))
     router = {'ansible_connection': 'containers.podman.podman', 'ansible_python_interpreter': '/usr/bin/python3',
               'vllm_router_wheelhouse': '/wheelhouse', 'vllm_router_policy': 'round_robin',
-              'vllm_router_instances': [{'group': 'doubles', 'port': 30000, 'metrics_port': 29000}],
+              'vllm_router_instances': [{'group': group, 'port': 30000, 'metrics_port': 29000}],
               'vllm_router_health_check_interval_secs': 1, 'vllm_router_health_failure_threshold': 1,
               'vllm_router_health_success_threshold': 1}
-    inventory = {'all': {'children': {'routers': {'hosts': {name: router}}, 'doubles': {'hosts': workers}}}}
+    inventory = {'all': {'children': {'routers': {'hosts': {name: router}}, 'doubles': {'hosts': workers},
+                                      'doubles_next': {'hosts': dict((w, {}) for w in workers)}}}}
     (tmp_path / 'hosts.yml').write_text(yaml.safe_dump(inventory))
     (tmp_path / 'play.yml').write_text(yaml.safe_dump(PLAY))
     (tmp_path / 'remove.yml').write_text(yaml.safe_dump(REMOVE))
@@ -120,6 +121,25 @@ def test_role_deploys_a_hardened_router_that_routes_and_drops_a_failed_worker(tm
     time.sleep(3)
     assert answers(router_host, 6) == ['w2'] * 6
     in_host(router_host, 'rm /tmp/w1.log.down')
+    rc, out = run_play(tmp_path, play, inventory)
+    assert rc == 0 and recap_changed(out, router_host) == 0, out[-3000:]
+    # the entry's model group changes: the collection's router of the group that left stops and goes (per the
+    # manifest) before the new one takes its port; a unit of that prefix the collection did not create stays
+    in_host(router_host, 'printf "[Service]\\nExecStart=/bin/sleep infinity\\n" > /etc/systemd/system/vllm-router-other.service'
+                         ' && systemctl daemon-reload && systemctl start vllm-router-other')
+    inventory, play = write(tmp_path, router_host, group='doubles_next')
+    rc, out = run_play(tmp_path, play, inventory)
+    assert rc == 0 and 'removed the router(s) vllm-router-doubles (their model group left' in ' '.join(out.split()), \
+        out[-3000:]
+    units = in_host(router_host, 'ls /etc/systemd/system')
+    assert 'vllm-router-doubles.service' not in units and 'vllm-router-doubles-next.service' in units, units
+    assert in_host(router_host, 'systemctl is-active vllm-router-doubles-next vllm-router-other; '
+                                'systemctl is-active vllm-router-doubles', check=False).split() == [
+        'active', 'active', 'inactive']
+    assert sorted(set(answers(router_host, 4))) == ['w1', 'w2']
+    manifest = json.loads(in_host(router_host, 'cat /etc/lmcache-vllm-fleet/router-manifest.json'))
+    assert [p for p in manifest['entries'] if p.endswith('.service')] == [
+        '/etc/systemd/system/vllm-router-doubles-next.service'], manifest
     rc, out = run_play(tmp_path, play, inventory)
     assert rc == 0 and recap_changed(out, router_host) == 0, out[-3000:]
     in_host(router_host, 'mkdir -p /opt/vllm-router/keep-me')  # not the collection's: left and named

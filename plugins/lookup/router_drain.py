@@ -1,0 +1,72 @@
+# -*- coding: utf-8 -*-
+# Copyright: lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: router_drain
+author: lmcache_vllm.fleet maintainers (@lmcache-vllm)
+short_description: The routers the current serving host is a worker of (drained around its restart)
+description:
+  - Plans every host of the router group (option O(routers), default C(routers)) from the inventory, as the lookup
+    C(lmcache_vllm.fleet.router_plan) plans it on that host, and returns the router instances whose workers include
+    the current host (C(inventory_hostname)), computed on the control node.
+  - Each entry holds C(router_host) (where the administration call runs), C(router) (the unit), C(router_url) (the
+    router's address on its own host), C(worker_url) (the host as the router knows it) and C(wait_idle) (seconds to
+    wait for the host's running requests after it left every router; set on the last entry only).
+  - A host no router routes to, or an inventory without routers, gives an empty list.
+options:
+  _terms:
+    description: Not used.
+    type: list
+    elements: str
+    required: false
+  routers:
+    description: The inventory group of the router hosts (C(fleet_routers) of the playbooks).
+    type: str
+    default: routers
+"""
+
+EXAMPLES = r"""
+- name: Find the routers of this host
+  ansible.builtin.set_fact:
+    routers_of_host: "{{ lookup('lmcache_vllm.fleet.router_drain', routers=fleet_routers | default('routers')) }}"
+"""
+
+RETURN = r"""
+_raw:
+  description: One list of entries (router_host, router, router_url, worker_url, wait_idle).
+  type: list
+  elements: list
+"""
+
+from ansible.errors import AnsibleError, AnsibleLookupError
+from ansible.plugins.lookup import LookupBase
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_drain
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import template_error
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router_config import (
+    WORKER_VARIABLES, host_settings, plan_router)
+
+
+class LookupModule(LookupBase):
+
+    def run(self, terms, variables=None, **kwargs):
+        if variables is None:
+            raise AnsibleLookupError('router_drain needs the task variables')
+        self.set_options(var_options=variables, direct=kwargs)
+        groups = variables.get('groups') or {}
+        hostvars = variables.get('hostvars') or {}
+        plans = []
+        for router in groups.get(self.get_option('routers')) or []:
+            rvars = hostvars.get(router) or {}
+            settings, _unusable = host_settings(router, rvars, self._templar.template,
+                                                template_error, AnsibleError)
+            plans.append(plan_router(router, settings, groups, lambda worker: self._worker(hostvars, worker)))
+        return [router_drain.targets(variables.get('inventory_hostname'), plans)]
+
+    def _worker(self, hostvars, name):
+        wvars = hostvars.get(name) or {}
+        names = [n for n in WORKER_VARIABLES if n in wvars]
+        return dict(zip(names, self._templar.template([wvars[n] for n in names])))
