@@ -87,3 +87,23 @@ def rule_series(rows):
             rules.append({'record': BREAK_EVEN_SERIES, 'expr': 'vector(%r)' % round(row['break_even'] / GB, 6),
                           'labels': {'host': str(row['host']), 'pool': str(row['pool'])}})
     return rules
+
+
+def status_entry(host, kv, lmcache_metrics):
+    """A pooled host's verdict for status.yml from its plan's pool (``kv``: the host plan's ``kv_pool``) and the
+    summary of its LMCache /metrics (prometheus_text.lmcache_summary); None for a host in no pool."""
+    if not isinstance(kv, dict) or not kv.get('pool'):
+        return None
+    metrics = lmcache_metrics or {}
+    return verdict(host, kv['pool'], kv.get('sizing'), measured(metrics.get('l2_load_gbps_sum'),
+                                                                 metrics.get('l2_load_count')))
+
+
+def status_text(entry):
+    """The status table's cell: ``<measured> / <break-even> GB/s`` and the state (``-`` outside a pool)."""
+    if not entry:
+        return '-'
+
+    def shown(value):
+        return '?' if value is None else '%.2f' % (value / GB)
+    return '%s / %s %s' % (shown(entry['measured']), shown(entry['break_even']), entry['state'])
