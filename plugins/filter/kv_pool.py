@@ -11,6 +11,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool, kv_store_config, kv_store_status
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool_breakeven
 
 
 def kv_pool_errors(plans):
@@ -25,6 +26,13 @@ def kv_pool_values(plans):
     if not isinstance(plans, list):
         raise AnsibleFilterError('kv_pool_values expects a list of host plans (lookup lmcache_vllm.fleet.host_plan)')
     return kv_pool.pool_values(plans)
+
+
+def kv_pool_break_even_rules(endpoints):
+    """The Prometheus rules file of the pooled hosts' break-even series (playbooks/monitoring.yml)."""
+    if not isinstance(endpoints, list):
+        raise AnsibleFilterError('kv_pool_break_even_rules expects a list of host endpoints, each with host and kv_pool')
+    return kv_pool_breakeven.rules_file(endpoints)
 
 
 def kv_pool_line(row):
@@ -73,5 +81,6 @@ class FilterModule(object):
 
     def filters(self):
         return {'kv_pool_errors': kv_pool_errors, 'kv_pool_line': kv_pool_line, 'kv_pool_values': kv_pool_values,
+                'kv_pool_break_even_rules': kv_pool_break_even_rules,
                 'kv_store_status_row': kv_store_status_row, 'kv_store_status_line': kv_store_status_line,
                 'kv_store_cluster_create': kv_store_cluster_create, 'kv_store_cluster_problem': kv_store_cluster_problem}

@@ -79,14 +79,25 @@ def verdict(host, pool, sizing, throughput):
 
 
 def rule_series(rows):
-    """The break-even recording rules of the pooled hosts (``rows``: ``[{host, pool, model, break_even}]``, bytes
-    per second; hosts without a known break-even left out): Prometheus rule mappings."""
+    """The break-even recording rules of the pooled hosts (``rows``: ``[{host, pool, break_even}]``, bytes per
+    second; hosts without a known break-even left out): Prometheus rule mappings, the value and the ``break_even``
+    label in GB/s."""
     rules = []
     for row in sorted(rows or [], key=lambda r: str(r.get('host'))):
         if row.get('break_even'):
-            rules.append({'record': BREAK_EVEN_SERIES, 'expr': 'vector(%r)' % round(row['break_even'] / GB, 6),
-                          'labels': {'host': str(row['host']), 'pool': str(row['pool'])}})
+            value = '%.3f' % (row['break_even'] / GB)
+            rules.append({'record': BREAK_EVEN_SERIES, 'expr': 'vector(%s)' % value,
+                          'labels': {'host': str(row['host']), 'pool': str(row['pool']), 'break_even': value}})
     return rules
+
+
+def rules_file(endpoints):
+    """The rules file playbooks/monitoring.yml writes (lmcache_vllm_fleet_l2.rules.yml) from the hosts' endpoints
+    (each with ``host`` and its plan's ``kv_pool``)."""
+    rows = [{'host': e.get('host'), 'pool': e['kv_pool'].get('pool'),
+             'break_even': (e['kv_pool'].get('sizing') or {}).get('break_even_bytes_per_second')}
+            for e in endpoints or [] if isinstance(e, dict) and isinstance(e.get('kv_pool'), dict)]
+    return {'groups': [{'name': 'lmcache_vllm_fleet.l2_break_even', 'rules': rule_series(rows)}]}
 
 
 def status_entry(host, kv, lmcache_metrics):
