@@ -5,26 +5,17 @@ store plan for a pool of Qwen3.5-0.8B (N 544), holds values of the pool's size; 
 link, and the status computation (fleet_report.fleet_table('status'), as status.yml runs it) is fed the measured
 throughput.
 
-Test doubles, named as such:
-- ``SlowLink``: a TCP forwarder on loopback that passes the store's replies at ``RATE`` bytes per second (it stands in
-  for a slow network; ``tc`` on ``lo`` would slow every loopback user of the machine).
-- ``lmcache_metrics_double``: LMCache's ``/metrics`` text for the measured loads, in the names LMCache 0.5.6 exports
-  (its ``lmcache_mp.l2_load_throughput`` histogram in GB/s per load task, through OpenTelemetry's Prometheus
-  exporter: ``lmcache_mp_l2_load_throughput_GB_per_second_sum`` / ``_count``), since no LMCache server drives the
-  store here. The numbers in it are the reads timed below, bytes / (completed - submitted) per load, as LMCache's own
-  subscriber computes them.
+The test doubles (a slow link, LMCache's /metrics) are in tests/kv_store_tools.py, named there.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import threading
-import time
 
 import pytest
+
+from kv_store_tools import REDIS, SlowLink, fill, free_port, lmcache_metrics_double, running_store, timed_loads
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
@@ -36,100 +27,9 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_pred
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, '..', '..', 'fixtures', 'models', 'qwen3.5-0.8b', 'config.json')
-REDIS = '/usr/bin/redis-server'
 PASSWORD = 'correct-horse-battery-staple'
 RATE = 24 * 1000 * 1000  # bytes per second through the slow link
 READS = 2
-
-
-class SlowLink:
-    """Test double of a slow network: forwards one TCP connection at a time to ``target``, the replies at ``rate``
-    bytes per second (a token bucket of 64 KiB pieces); the requests pass at full speed."""
-
-    def __init__(self, target, rate):
-        self.target, self.rate = target, rate
-        self.listener = socket.create_server(('127.0.0.1', 0))
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                client, _address = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.target)
-            threading.Thread(target=self._pipe, args=(client, upstream, None), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, client, self.rate), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source, sink, rate):
-        started, sent = time.monotonic(), 0
-        try:
-            while True:
-                data = source.recv(65536)
-                if not data:
-                    break
-                sink.sendall(data)
-                sent += len(data)
-                if rate:
-                    ahead = sent / float(rate) - (time.monotonic() - started)
-                    if ahead > 0:
-                        time.sleep(ahead)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, sink):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self):
-        self.listener.close()
-
-
-def lmcache_metrics_double(rates):
-    """LMCache's /metrics text for load tasks of ``rates`` GB/s (see the module docstring)."""
-    return ('# TYPE lmcache_mp_l2_load_throughput_GB_per_second histogram\n'
-            'lmcache_mp_l2_load_throughput_GB_per_second_count{l2_name="valkey"} %d\n'
-            'lmcache_mp_l2_load_throughput_GB_per_second_sum{l2_name="valkey"} %r\n' % (len(rates), sum(rates)))
-
-
-def resp(*words):
-    return b''.join([b'*%d\r\n' % len(words)] + [b'$%d\r\n%s\r\n' % (len(w), w) for w in words])
-
-
-def read_bulk(stream):
-    """A bulk reply's length (the value is read and dropped)."""
-    header = stream.readline()
-    assert header.startswith(b'$'), header
-    size = int(header[1:])
-    left = size + 2
-    while left:
-        left -= len(stream.read(min(left, 1 << 20)))
-    return size
-
-
-def session(port):
-    sock = socket.create_connection(('127.0.0.1', port), timeout=120)
-    stream = sock.makefile('rb')
-    sock.sendall(resp(b'AUTH', b'lmcache', PASSWORD.encode()))
-    assert stream.readline().strip() == b'+OK'
-    return sock, stream
-
-
-def timed_loads(port, keys, size):
-    """GB/s of each GET of ``keys`` through ``port``: bytes / (completed - submitted), as LMCache records a load."""
-    sock, stream = session(port)
-    rates = []
-    with sock:
-        for key in keys:
-            submitted = time.monotonic()
-            sock.sendall(resp(b'GET', key))
-            assert read_bulk(stream) == size
-            rates.append(size / (time.monotonic() - submitted) / 1e9)
-    return rates
 
 
 def pooled_plan(prefill):
@@ -148,40 +48,18 @@ def store_fixture(tmp_path_factory):
     if not os.path.exists(REDIS):
         pytest.skip('redis-server is not installed here')
     base = tmp_path_factory.mktemp('store')
-    plan = pooled_plan(10000)
-    values = kv_pool.pool_values([plan])
-    with socket.socket() as probe:
-        probe.bind(('127.0.0.1', 0))
-        port = probe.getsockname()[1]
+    values = kv_pool.pool_values([pooled_plan(10000)])
+    port = free_port()
     (base / 'data').mkdir()
     (base / 'etc').mkdir()
     store = ks.plan_store('gpu-1', {'kv_store_password': PASSWORD, 'kv_store_port': port, 'kv_store_maxmemory_keys': 4,
                                     'kv_store_home': str(base / 'data'), 'kv_store_config_dir': str(base / 'etc')},
                           None, pool_values=values)
     assert store['errors'] == []
-    conf = base / 'etc' / 'fleet-kv-store.conf'
-    conf.write_text('\n'.join(line for line in store['config_lines'] if line != 'supervised systemd') + '\n')
-    (base / 'etc' / 'users.acl').write_text('\n'.join(store['acl_lines']) + '\n')
-    server = subprocess.Popen([REDIS, str(conf)], stdout=subprocess.DEVNULL)
-    try:
-        size = values[0]['value_bytes']
+    with running_store(store, base):
         keys = [b'default@fleet-test@%d' % i for i in range(READS)]
-        for _attempt in range(100):
-            try:
-                sock, _stream = session(port)
-                sock.close()
-                break
-            except (OSError, AssertionError):
-                time.sleep(0.05)
-        sock, stream = session(port)
-        with sock:
-            for key in keys:
-                sock.sendall(resp(b'SET', key, bytes(size)))
-                assert stream.readline().strip() == b'+OK'
-        yield {'port': port, 'keys': keys, 'size': size}
-    finally:
-        server.terminate()
-        server.wait(10)
+        fill(port, PASSWORD, keys, values[0]['value_bytes'])
+        yield {'port': port, 'keys': keys, 'size': values[0]['value_bytes']}
 
 
 def status_of(plan, rates):
@@ -196,7 +74,7 @@ def status_of(plan, rates):
 def test_a_throttled_store_is_flagged_slower_than_recompute(store):
     link = SlowLink(('127.0.0.1', store['port']), RATE)
     try:
-        rates = timed_loads(link.port, store['keys'], store['size'])
+        rates = timed_loads(link.port, PASSWORD, store['keys'], store['size'])
     finally:
         link.close()
     # the link really limits the loads: no read beats its rate
@@ -218,7 +96,7 @@ def test_a_throttled_store_is_flagged_slower_than_recompute(store):
 
 
 def test_the_same_store_unthrottled_beats_a_low_break_even_and_stays_silent(store):
-    rates = timed_loads(store['port'], store['keys'], store['size'])
+    rates = timed_loads(store['port'], PASSWORD, store['keys'], store['size'])
     # break-even 49,152 B per token x 100 tokens/s = 4.9 MB/s: far below any loopback read
     row, _table = status_of(pooled_plan(100), rates)
     assert row['l2_pool']['state'] == 'faster'
