@@ -359,14 +359,19 @@ def sizing_text(row):
 
 
 def pool_values(plans):
-    """``[{host, pool, value_bytes}]`` of the host plans in a pool whose largest value is known (the KV stores'
-    sizing: kv_store_sizing.largest_value)."""
+    """``[{host, pool, value_bytes}]`` of the host plans (or the plan's summary rows: ``kv_pool``,
+    ``kv_value_bytes``) in a pool whose largest value is known (the KV stores' sizing: kv_store_sizing.largest_value)."""
     out = []
     for plan in plans or []:
-        kv = plan.get('kv_pool') if isinstance(plan, dict) else None
-        value = ((kv or {}).get('sizing') or {}).get('value_bytes')
-        if kv and value:
-            out.append({'host': plan.get('host'), 'pool': kv.get('pool'), 'value_bytes': value})
+        if not isinstance(plan, dict):
+            continue
+        kv = plan.get('kv_pool')
+        if isinstance(kv, dict):
+            pool, value = kv.get('pool'), (kv.get('sizing') or {}).get('value_bytes')
+        else:
+            pool, value = kv, plan.get('kv_value_bytes')
+        if pool and value:
+            out.append({'host': plan.get('host'), 'pool': pool, 'value_bytes': value})
     return out
 
 

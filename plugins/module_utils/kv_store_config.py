@@ -528,6 +528,7 @@ def plan_store(host, settings, candidates=None, defaults=None, pool_values=None)
                     'maxmemory_mb': v['maxmemory_mb'], 'policy': v['policy'], 'cluster': v['cluster'],
                     'maxmemory': v['sizing']['maxmemory'], 'max_value_bytes': v['sizing']['max_value_bytes'],
                     'keys': v['sizing']['keys'], 'proto_max_bulk_len': v['sizing']['proto_max_bulk_len'],
+                    'sizing_line': sizes.summary_line(host, v['sizing']),
                     'pools': v['pools'], 'service': v['service_name'],
                     'exporter': plan['exporter']['listen'] if v['exporter']['enabled'] else None},
     })

@@ -123,5 +123,16 @@ def largest_value(pool_values, pools, given=None):
     found = [v for v in pool_values or [] if isinstance(v, dict) and v.get('pool') in (pools or [])
              and isinstance(v.get('value_bytes'), int) and v['value_bytes'] > 0]
     largest = max([v['value_bytes'] for v in found] + [int(given or 0)]) or None
-    hosts = sorted(v['host'] for v in found if v['value_bytes'] == largest)
+    hosts = sorted(set(str(v['host']) for v in found if v['value_bytes'] == largest))
     return largest, hosts + (['kv_store_max_value_bytes'] if given and int(given) == largest else [])
+
+
+def summary_line(host, settings):
+    """One line of plan.yml for a store: its largest value and the limits that follow."""
+    if not settings.get('max_value_bytes'):
+        return ('store %s: the largest value of its pools is unknown (no pooled host with a known page size, no '
+                'kv_store_max_value_bytes): the servers\' default limits, maxmemory %d B' % (host, settings['maxmemory']))
+    return ('store %s: largest value %d B (%s), proto-max-bulk-len %d, client-query-buffer-limit %d, maxmemory %d B '
+            '(%d values)' % (host, settings['max_value_bytes'], ', '.join(settings.get('max_value_from') or []),
+                             settings['proto_max_bulk_len'], settings['client_query_buffer_limit'],
+                             settings['maxmemory'], settings['keys']))
