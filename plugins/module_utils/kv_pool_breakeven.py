@@ -106,8 +106,8 @@ def status_entry(host, kv, lmcache_metrics):
     if not isinstance(kv, dict) or not kv.get('pool'):
         return None
     metrics = lmcache_metrics or {}
-    return verdict(host, kv['pool'], kv.get('sizing'), measured(metrics.get('l2_load_gbps_sum'),
-                                                                 metrics.get('l2_load_count')))
+    throughput = measured(metrics.get('l2_load_gbps_sum'), metrics.get('l2_load_count'))
+    return verdict(host, kv['pool'], kv.get('sizing'), throughput)
 
 
 def status_text(entry):

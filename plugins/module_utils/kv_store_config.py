@@ -390,8 +390,9 @@ def config_lines(v, server):
     lines = ['bind %s' % v['bind'], 'port %d' % v['port'], 'protected-mode yes', 'daemonize no',
              'supervised systemd', 'logfile ""', 'dir %s' % home,
              # A cache: no snapshot and no append-only file; a restart starts empty.
-             'save ""', 'appendonly no'] + sizes.config_lines(v['sizing']) + [
-             'maxmemory-policy %s' % v['policy'], 'aclfile %s/users.acl' % v['config_dir'].rstrip('/')]
+             'save ""', 'appendonly no']
+    lines += sizes.config_lines(v['sizing'])
+    lines += ['maxmemory-policy %s' % v['policy'], 'aclfile %s/users.acl' % v['config_dir'].rstrip('/')]
     if v['cluster']:
         lines += ['cluster-enabled yes', 'cluster-config-file %s/nodes.conf' % home,
                   'cluster-node-timeout %d' % v['node_timeout'],

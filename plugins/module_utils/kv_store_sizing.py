@@ -93,8 +93,9 @@ def store_settings(value, maxmemory_keys=None, maxmemory_mb=None):
     """The store's limits for a largest value of ``value`` bytes (None: unknown, the servers' defaults stay):
     ``{proto_max_bulk_len, client_query_buffer_limit, replica_buffer, maxmemory, keys}`` (bytes; ``keys``: the
     values it holds, None when ``value`` is unknown)."""
-    bulk = DEFAULT_PROTO_MAX_BULK_LEN if not value else max(DEFAULT_PROTO_MAX_BULK_LEN,
-                                                              _round_mib(value * BULK_HEADROOM))
+    bulk = DEFAULT_PROTO_MAX_BULK_LEN
+    if value:
+        bulk = max(DEFAULT_PROTO_MAX_BULK_LEN, _round_mib(value * BULK_HEADROOM))
     query = max(DEFAULT_CLIENT_QUERY_BUFFER_LIMIT, bulk + QUERY_BUFFER_EXTRA)
     replica = DEFAULT_REPLICA_BUFFER if not value else max(DEFAULT_REPLICA_BUFFER, _round_mib(2 * value))
     if maxmemory_keys and value:
