@@ -42,15 +42,13 @@ BASELINE_BYTES = 8 * MIB
 
 def bytes_per_token(prediction, tensor_parallel_size=1):
     """``({'rank': B per token and rank, 'total': B per token over all ranks}, None)`` from a prediction
-    (``block_size_predict.explain_block_size``: ``attn_page_size_per_token`` of one rank and ``num_layers``), or
-    ``(None, why it is unknown)``."""
+    (``block_size_predict.explain_block_size``: ``attn_page_size_per_token`` of one rank and ``num_layers``; a dense
+    model's layers hold only their KV, the same formula), or ``(None, why it is unknown)``."""
     if not isinstance(prediction, dict):
         return None, 'the model\'s config.json was not read (no prediction), so its page size is unknown'
-    if not prediction.get('hybrid'):
-        return None, 'the model is not a hybrid (Gated-DeltaNet) model; its bytes per token are not predicted'
     per_token, layers = prediction.get('attn_page_size_per_token'), prediction.get('num_layers')
     if not isinstance(per_token, int) or not isinstance(layers, int) or per_token < 1 or layers < 1:
-        return None, 'the prediction has no page size or layer count'
+        return None, 'the model\'s config.json has no page size or layer count the prediction reads'
     rank = per_token * layers
     return {'rank': rank, 'total': rank * max(1, int(tensor_parallel_size or 1))}, None
 

@@ -26,6 +26,9 @@ PASSWORD = 'correct-horse-battery-staple'
 STORE = {'kv_store_bind': '0.0.0.0', 'kv_store_allow_network': True, 'kv_store_password': PASSWORD,
          'ansible_host': '10.0.0.9'}
 REDIS = '/usr/bin/redis-server'
+# tests/fixtures/models/qwen3-dense-tiny/config.json's fields that set its page
+DENSE_TINY = {'architectures': ['Qwen3ForCausalLM'], 'num_hidden_layers': 2, 'num_attention_heads': 4,
+              'num_key_value_heads': 2, 'head_dim': 128, 'hidden_size': 256, 'dtype': 'bfloat16'}
 
 
 def config(name):
@@ -248,3 +251,11 @@ def test_the_servers_default_limit_refuses_the_same_value(tmp_path):
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_a_dense_model_writes_its_layers_kv_per_token():
+    prediction = explain_block_size(DENSE_TINY, platform='cpu')
+    # 2 layers x 2 x 2 KV heads x 128 x 2 B
+    assert sizes.bytes_per_token(prediction) == ({'rank': 2048, 'total': 2048}, None)
+    minimal = explain_block_size({'architectures': ['Qwen3ForCausalLM'], 'num_key_value_heads': 2, 'head_dim': 128})
+    assert sizes.bytes_per_token(minimal)[0] is None and 'layer count' in sizes.bytes_per_token(minimal)[1]
