@@ -93,7 +93,7 @@ def read_bulk(stream):
     return size
 
 
-def session(port, password):
+def login(port, password):
     """A connection to the store at ``port``, logged in as LMCache's user."""
     sock = socket.create_connection(('127.0.0.1', port), timeout=120)
     stream = sock.makefile('rb')
@@ -104,7 +104,7 @@ def session(port, password):
 
 def timed_loads(port, password, keys, size):
     """GB/s of each GET of ``keys`` through ``port``: bytes / (completed - submitted), as LMCache records a load."""
-    sock, stream = session(port, password)
+    sock, stream = login(port, password)
     rates = []
     with sock:
         for key in keys:
@@ -142,12 +142,12 @@ def fill(port, password, keys, size):
     """SET each of ``keys`` to ``size`` zero bytes as LMCache's user, once the store answers."""
     for _attempt in range(100):
         try:
-            sock, _stream = session(port, password)
+            sock, _stream = login(port, password)
             sock.close()
             break
         except (OSError, AssertionError):
             time.sleep(0.05)
-    sock, stream = session(port, password)
+    sock, stream = login(port, password)
     with sock:
         for key in keys:
             sock.sendall(resp(b'SET', key, bytes(size)))
