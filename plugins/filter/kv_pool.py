@@ -11,6 +11,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool, kv_store_config, kv_store_status
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool_breakeven
 
 
 def kv_pool_errors(plans):
@@ -20,12 +21,27 @@ def kv_pool_errors(plans):
     return kv_pool.plans_errors(plans)
 
 
+def kv_pool_values(plans):
+    """``[{host, pool, value_bytes}]`` of the host plans in a pool whose largest value is known (the stores' sizing)."""
+    if not isinstance(plans, list):
+        raise AnsibleFilterError('kv_pool_values expects a list of host plans (lookup lmcache_vllm.fleet.host_plan)')
+    return kv_pool.pool_values(plans)
+
+
+def kv_pool_break_even_rules(endpoints):
+    """The Prometheus rules file of the pooled hosts' break-even series (playbooks/monitoring.yml)."""
+    if not isinstance(endpoints, list):
+        raise AnsibleFilterError('kv_pool_break_even_rules expects a list of host endpoints, each with host and kv_pool')
+    return kv_pool_breakeven.rules_file(endpoints)
+
+
 def kv_pool_line(row):
     """One line of the plan for a host in an L2 pool (a row of the plan's summary)."""
     if not isinstance(row, dict):
         raise AnsibleFilterError('kv_pool_line expects a row of the plan (the host plan\'s summary)')
-    return 'pool %s: %s -> store %s, key prefix %s' % (row.get('kv_pool'), row.get('host'), row.get('kv_store') or '-',
-                                                       row.get('kv_prefix') or '(after N is known)')
+    return 'pool %s: %s -> store %s, key prefix %s; %s' % (
+        row.get('kv_pool'), row.get('host'), row.get('kv_store') or '-', row.get('kv_prefix') or '(after N is known)',
+        kv_pool.sizing_text(row))
 
 
 def kv_store_status_row(info_result, host, active, exporter=None):
@@ -64,6 +80,7 @@ def kv_store_cluster_problem(text, nodes):
 class FilterModule(object):
 
     def filters(self):
-        return {'kv_pool_errors': kv_pool_errors, 'kv_pool_line': kv_pool_line,
+        return {'kv_pool_errors': kv_pool_errors, 'kv_pool_line': kv_pool_line, 'kv_pool_values': kv_pool_values,
+                'kv_pool_break_even_rules': kv_pool_break_even_rules,
                 'kv_store_status_row': kv_store_status_row, 'kv_store_status_line': kv_store_status_line,
                 'kv_store_cluster_create': kv_store_cluster_create, 'kv_store_cluster_problem': kv_store_cluster_problem}

@@ -31,6 +31,14 @@ options:
       - Not given, the variables only are checked (the server is then the preferred one, Valkey); given but
         empty, no server package is available.
     type: str
+  pool_values:
+    description:
+      - The largest values the serving hosts of the store's pools write, C([{host, pool, value_bytes}]) (filter
+        C(lmcache_vllm.fleet.kv_pool_values) of their host plans); the store's C(proto-max-bulk-len), client buffers and
+        C(maxmemory) (C(kv_store_maxmemory_keys)) are sized from the largest.
+      - Not given, only C(kv_store_max_value_bytes) sizes them.
+    type: list
+    elements: dict
 """
 
 EXAMPLES = r"""
@@ -69,4 +77,5 @@ class LookupModule(LookupBase):
         groups = variables.get('groups') or {}
         fleet = variables.get('fleet_hosts') if variables.get('fleet_hosts') in groups else 'vllm_hosts'
         settings['_serving_host'] = variables.get('inventory_hostname') in (groups.get(fleet) or [])
-        return [plan_store(variables.get('inventory_hostname'), settings, candidates)]
+        return [plan_store(variables.get('inventory_hostname'), settings, candidates,
+                           pool_values=self.get_option('pool_values'))]

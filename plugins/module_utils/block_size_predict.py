@@ -287,6 +287,27 @@ def _mamba_page(text, tp, spec, conv_dtype, ssm_dtype):
     return conv_bytes + ssm_bytes
 
 
+def _num_layers(text):
+    """The decoder layers of a text config (``layer_types`` when given, else ``num_hidden_layers``), or None."""
+    types = text.get('layer_types')
+    if isinstance(types, list) and types:
+        return len(types)
+    layers = text.get('num_hidden_layers')
+    return layers if isinstance(layers, int) and layers > 0 else None
+
+
+def _dense_pages(config, tp, dtype, kv_cache_dtype):
+    """A dense model's attention page per token (one rank) and layer count, what LMCache stores per token; empty
+    when the config lacks a field (N does not need them)."""
+    try:
+        text = _text_config(config)
+        per_token = _attn_page_of(text, tp, kv_cache_dtype, _model_dtype(config, text, dtype))
+    except (ValueError, KeyError, TypeError):
+        return {}
+    layers = _num_layers(text)
+    return {'attn_page_size_per_token': per_token, 'num_layers': layers} if layers else {}
+
+
 def _common_result(config, tensor_parallel_size, block_size, platform, vllm_version, architecture):
     """(the parsed config, the result's entries every family has, the block size asked for or None, the
     attention backend's kernel block size)."""
@@ -341,6 +362,7 @@ def explain_block_size(config, tensor_parallel_size=1, dtype='auto', kv_cache_dt
     modern = _version_tuple(vllm_version) >= (0, 20, 0)
     if arch in DENSE_ARCHITECTURES:
         result.update({'hybrid': False, 'block_size': user_block or default_block})
+        result.update(_dense_pages(config, tp, dtype, kv_cache_dtype))
         return result
     if arch not in HYBRID_GDN_ARCHITECTURES:
         raise ValueError('model family %s is unknown to the block-size predictor; known hybrid architectures: %s; '
@@ -366,6 +388,8 @@ def explain_block_size(config, tensor_parallel_size=1, dtype='auto', kv_cache_dt
         'ssm_dtype': ssm_dtype,
         'num_speculative_tokens': spec,
         'attn_page_size_per_token': attn1,
+        # every layer's page has this size (GDN states are padded to it): what LMCache stores per token and rank
+        'num_layers': _num_layers(text),
         'mamba_page_size': mamba_page,
         'attn_page_size': attn_page,
         'padding_percent': round(100.0 * (attn_page - mamba_page) / mamba_page, 2),

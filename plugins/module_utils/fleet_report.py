@@ -23,6 +23,7 @@ __metaclass__ = type
 
 import ipaddress
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool_breakeven
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_report_pages import (
     plan_html, plan_markdown, status_html)
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import (
@@ -35,7 +36,7 @@ LOOPBACK_NAMES = ('localhost', 'localhost.localdomain', 'ip6-localhost')
 INPUTS = {
     'summary': ('__fleet_plan', 'vllm_block_size_probe', '__fleet_service_states', '__fleet_prediction', 'ansible_facts',
                 'vllm_block_size', '__fleet_outcome', '__fleet_findings'),
-    'status': ('__fleet_status_model', '__fleet_status'),
+    'status': ('__fleet_status_model', '__fleet_status', '__fleet_plan'),
     'gpus': ('__fleet_gpus',),
 }
 
@@ -44,7 +45,8 @@ PLAN_FORMAT = '%-14s %-32s %3s %-24s %5s %-9s %6s %7s %-17s %s'
 
 COLUMNS = (('host', 'host'), ('state', 'state'), ('lmcache', 'lmcache'), ('vllm', 'vllm'), ('model', 'model'),
            ('n', 'N (source)'), ('mamba', 'M (source)'), ('versions', 'vllm / lmcache'), ('gpus', 'GPUs'),
-           ('lmcache_hit', 'LMCache hit'), ('vllm_external_hit', 'vLLM ext. hit'), ('vllm_prefix_hit', 'vLLM prefix hit'))
+           ('lmcache_hit', 'LMCache hit'), ('vllm_external_hit', 'vLLM ext. hit'), ('vllm_prefix_hit', 'vLLM prefix hit'),
+           ('l2', 'L2 / break-even GB/s'))
 
 
 def percent(value):
@@ -255,7 +257,23 @@ def fleet_table(kind, hosts, host_vars):
     results = dict((host, host_vars[host].get('__fleet_status')) for host in hosts)
     rows = status_rows([{'host': host, 'model': host_vars[host].get('__fleet_status_model') or '-',
                          'result': results[host]} for host in hosts])
+    _l2_pools(rows, host_vars, results)
     return {'rows': rows, 'lines': status_lines(rows), 'html': status_html(rows), 'results': results}
+
+
+def _l2_pools(rows, host_vars, results):
+    """Each pooled host's L2 against its break-even (kv_pool_breakeven): the row's ``l2`` cell and ``l2_pool``, its
+    result's ``l2_pool`` (status.json), and a problem when the store is slower than recompute."""
+    for row in rows:
+        kv = (host_vars[row['host']].get('__fleet_plan') or {}).get('kv_pool')
+        result = results.get(row['host'])
+        metrics = ((result or {}).get('metrics') or {}).get('lmcache') if isinstance(result, dict) else None
+        entry = kv_pool_breakeven.status_entry(row['host'], kv, metrics)
+        row.update(l2=kv_pool_breakeven.status_text(entry), l2_pool=entry)
+        if entry and isinstance(result, dict):
+            results[row['host']] = dict(result, l2_pool=entry)
+        if entry and entry['state'] == 'slower':
+            row['problems'].append(entry['message'])
 
 
 def _summary_row(host, hv):

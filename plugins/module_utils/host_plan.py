@@ -70,7 +70,8 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     if n_kind == 'probed':
         fleet_rules.compare_prediction(p, block, prediction, n_inputs)
     v.update(n_inputs=n_inputs, secrets=secrets,
-             kv=kv_pool.host_pool(host, p.cfg, derived, n_inputs, kv_stores, p.errors, lm.get('kv_timeout')))
+             kv=kv_pool.host_pool(host, p.cfg, derived, n_inputs, kv_stores, p.errors, lm.get('kv_timeout'),
+                                  prediction, lm.get('kv_prefill')))
     # The plan's sections: each service is built by plan_units from the checked and derived values. A new
     # section (another service, a KV store pool) is one builder called here and placed by _assemble.
     services = {'lmcache': plan_units.lmcache_service(p.cfg, derived, lm, v['lmcache_gpus'], v.get('kv')),

@@ -28,6 +28,8 @@ import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import compile_cache
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool_breakeven as breakeven
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_sizing as sizes
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import relevant_env
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import as_bool, fmt_value, host_label, msg
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config as store
@@ -265,23 +267,39 @@ def adapter_json(pool, nodes, username, password, inputs, cluster=False, request
     return json.dumps(adapter(resolved, key_prefix(pool, inputs)), sort_keys=True)
 
 
-def plan_pool(host, resolved, n_inputs, derived, cfg):
-    """The pool part of one host's plan: its inputs, its key prefix, the adapter (None until N is known)."""
+def sizing(prediction, derived, n_inputs, prefill=None):
+    """What the host writes to its pool and when the store loses against recompute: bytes per token (every rank),
+    the largest value (one chunk of one rank) and the break-even store throughput (kv_pool_breakeven)."""
+    per_token, unknown = sizes.bytes_per_token(prediction, n_inputs.get('tensor_parallel_size'))
+    chunk = derived.get('chunk_size')
+    value = sizes.value_bytes(chunk, per_token['rank']) if per_token and chunk else None
+    target, why = breakeven.break_even(per_token and per_token['total'], prefill)
+    return {'bytes_per_token': per_token and per_token['total'], 'bytes_per_token_rank': per_token and per_token['rank'],
+            'bytes_per_token_unknown': unknown, 'chunk_size': chunk, 'value_bytes': value,
+            'prefill_tokens_per_second': prefill, 'break_even_bytes_per_second': target,
+            'break_even_GB_per_second': breakeven.gbps(target), 'break_even_unknown': unknown or why}
+
+
+def plan_pool(host, resolved, n_inputs, derived, cfg, prediction=None):
+    """The pool part of one host's plan: its inputs, its key prefix, the adapter (None until N is known), its
+    sizing (``sizing``; ``prediction``: block_size_predict.explain_block_size's result, or None)."""
     inputs = prefix_inputs(n_inputs, derived, cfg)
     known = derived.get('block_size') is not None and derived.get('chunk_size') is not None
     prefix = key_prefix(resolved['pool'], inputs) if known else None
     return {'pool': resolved['pool'], 'stores': resolved['stores'], 'nodes': resolved['nodes'],
             'cluster': resolved['cluster'], 'inputs': inputs, 'key_prefix': prefix,
             'request_timeout': resolved.get('request_timeout'),
+            'sizing': sizing(prediction, derived, n_inputs, resolved.get('prefill')),
             'adapter_json': adapter_json(resolved['pool'], resolved['nodes'], resolved['username'],
                                          resolved['password'], inputs, resolved['cluster'],
                                          resolved.get('request_timeout')) if known else None,
             'adapter_shown': adapter_shown(resolved, prefix) if known else None}
 
 
-def host_pool(host, cfg, derived, n_inputs, kv_stores, errors, request_timeout=None):
+def host_pool(host, cfg, derived, n_inputs, kv_stores, errors, request_timeout=None, prediction=None, prefill=None):
     """The host's pool (``plan_pool``), or None when lmcache_server_kv_pool is null; problems go to ``errors``.
-    ``request_timeout``: the checked lmcache_server_kv_request_timeout."""
+    ``request_timeout``: the checked lmcache_server_kv_request_timeout; ``prefill``: the checked
+    lmcache_server_kv_prefill_tokens_per_second."""
     pool = cfg.get('lmcache_server_kv_pool')
     if pool in (None, ''):
         return None
@@ -293,8 +311,8 @@ def host_pool(host, cfg, derived, n_inputs, kv_stores, errors, request_timeout=N
         return None
     if not resolved:
         return None
-    resolved['request_timeout'] = request_timeout
-    return plan_pool(host, resolved, n_inputs, derived, cfg)
+    resolved.update(request_timeout=request_timeout, prefill=prefill)
+    return plan_pool(host, resolved, n_inputs, derived, cfg, prediction)
 
 
 def launch(cfg, service, argv, env_file, kv):
@@ -323,7 +341,38 @@ def shown(kv):
 def summary(kv):
     """The pool's fields of a host's summary row (plan.yml's pool lines)."""
     kv = kv or {}
-    return {'kv_pool': kv.get('pool'), 'kv_store': ','.join(kv.get('nodes') or []), 'kv_prefix': kv.get('key_prefix')}
+    sized = kv.get('sizing') or {}
+    return {'kv_pool': kv.get('pool'), 'kv_store': ','.join(kv.get('nodes') or []), 'kv_prefix': kv.get('key_prefix'),
+            'kv_bytes_per_token': sized.get('bytes_per_token'), 'kv_value_bytes': sized.get('value_bytes'),
+            'kv_break_even_GB_per_second': sized.get('break_even_GB_per_second'),
+            'kv_break_even_unknown': sized.get('break_even_unknown')}
+
+
+def sizing_text(row):
+    """The sizing part of a pool line: bytes per token, the largest value and the break-even (or why unknown)."""
+    if not row.get('kv_bytes_per_token'):
+        return 'bytes per token unknown (%s)' % (row.get('kv_break_even_unknown') or 'no plan')
+    text = '%s B per token, %s B per key' % (row['kv_bytes_per_token'], row.get('kv_value_bytes') or '?')
+    if row.get('kv_break_even_GB_per_second') is None:
+        return '%s, break-even unknown (%s)' % (text, row.get('kv_break_even_unknown'))
+    return '%s, break-even %s GB/s' % (text, row['kv_break_even_GB_per_second'])
+
+
+def pool_values(plans):
+    """``[{host, pool, value_bytes}]`` of the host plans (or the plan's summary rows: ``kv_pool``,
+    ``kv_value_bytes``) in a pool whose largest value is known (the KV stores' sizing: kv_store_sizing.largest_value)."""
+    out = []
+    for plan in plans or []:
+        if not isinstance(plan, dict):
+            continue
+        kv = plan.get('kv_pool')
+        if isinstance(kv, dict):
+            pool, value = kv.get('pool'), (kv.get('sizing') or {}).get('value_bytes')
+        else:
+            pool, value = kv, plan.get('kv_value_bytes')
+        if pool and value:
+            out.append({'host': plan.get('host'), 'pool': pool, 'value_bytes': value})
+    return out
 
 
 def store_group(settings):

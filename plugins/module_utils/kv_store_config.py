@@ -29,6 +29,7 @@ import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_exporter as exporter
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_sizing as sizes
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import as_bool, as_int, host_label, msg
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import is_secret_name
@@ -280,7 +281,31 @@ def _values(c):
         pools = []
     v['pools'] = pools
     v['exporter'] = exporter.check(c, v)
+    for key in ('kv_store_maxmemory_keys', 'kv_store_max_value_bytes'):
+        v[key[len(PREFIX):]] = None if cfg.get(key) in (None, '') else c.integer(
+            key, 1, fix='use null or a whole number, e.g. %s' % ('64' if key.endswith('keys') else '205520896'))
     return v
+
+
+def _sizing(c, v, pool_values):
+    """The store's limits from the largest value of its pools (kv_store_sizing); ``pool_values`` None: the pools'
+    plans are not known here (validate, status), the limits follow kv_store_max_value_bytes alone."""
+    largest, sources = sizes.largest_value(pool_values, v['pools'], v['max_value_bytes'])
+    keys = v['maxmemory_keys']
+    if keys and not largest:
+        if pool_values is not None:
+            c.error('kv_store_maxmemory_keys', keys, 'counts the store\'s memory in values, but the largest value of '
+                    'its pools (%s) is unknown: no host of the play in those pools has a known page size' %
+                    ', '.join(v['pools']), 'deploy the store with its pools\' hosts, or set kv_store_max_value_bytes')
+        keys = None
+    settings = sizes.store_settings(largest, keys, v['maxmemory_mb'])
+    settings.update(max_value_bytes=largest, max_value_from=sources)
+    if largest and settings['keys'] is not None and settings['keys'] < 1 and v['maxmemory_mb']:
+        need = -(-sizes.maxmemory_bytes(1, largest) // sizes.MIB)
+        c.error('kv_store_maxmemory_mb', v['maxmemory_mb'], 'holds no value of %d B (the largest of %s) with room for '
+                '%d in flight' % (largest, ', '.join(sources), sizes.IN_FLIGHT_VALUES),
+                'raise it to at least %d, or count it in values with kv_store_maxmemory_keys' % need)
+    return settings
 
 
 def _inside(path, directory):
@@ -365,9 +390,9 @@ def config_lines(v, server):
     lines = ['bind %s' % v['bind'], 'port %d' % v['port'], 'protected-mode yes', 'daemonize no',
              'supervised systemd', 'logfile ""', 'dir %s' % home,
              # A cache: no snapshot and no append-only file; a restart starts empty.
-             'save ""', 'appendonly no',
-             'maxmemory %dmb' % v['maxmemory_mb'], 'maxmemory-policy %s' % v['policy'],
-             'aclfile %s/users.acl' % v['config_dir'].rstrip('/')]
+             'save ""', 'appendonly no']
+    lines += sizes.config_lines(v['sizing'])
+    lines += ['maxmemory-policy %s' % v['policy'], 'aclfile %s/users.acl' % v['config_dir'].rstrip('/')]
     if v['cluster']:
         lines += ['cluster-enabled yes', 'cluster-config-file %s/nodes.conf' % home,
                   'cluster-node-timeout %d' % v['node_timeout'],
@@ -449,8 +474,11 @@ def unit_lines(v, server):
     return head + list(HARDENING) + ['', '[Install]', 'WantedBy=multi-user.target']
 
 
-def plan_store(host, settings, candidates=None, defaults=None):
-    """The plan of one store host (see the module docstring). Never raises for bad input."""
+def plan_store(host, settings, candidates=None, defaults=None, pool_values=None):
+    """The plan of one store host (see the module docstring). Never raises for bad input.
+
+    ``pool_values``: ``[{host, pool, value_bytes}]`` of the serving hosts' plans (kv_pool.pool_values); the store's
+    limits (proto-max-bulk-len, buffers, maxmemory) are sized from the largest value of its pools."""
     cfg = store_defaults() if defaults is None else dict(defaults)
     known = set(cfg)
     cfg.update(dict(settings or {}))
@@ -459,6 +487,7 @@ def plan_store(host, settings, candidates=None, defaults=None):
     _unknown_variables(c, known)
     password = _secret(c)
     v = _values(c)
+    v['sizing'] = _sizing(c, v, pool_values)
     admin_password = v.pop('admin_password', None)  # like the LMCache password: never in the plan's values
     _exposure(c, v['bind'])
     name, problem = choose_server(cfg.get('kv_store_server'), candidates)
@@ -498,6 +527,9 @@ def plan_store(host, settings, candidates=None, defaults=None):
         'cluster': cluster_step(server, v, admin_password) if v['cluster'] else None,
         'summary': {'host': host, 'server': server['name'], 'bind': v['bind'], 'port': v['port'],
                     'maxmemory_mb': v['maxmemory_mb'], 'policy': v['policy'], 'cluster': v['cluster'],
+                    'maxmemory': v['sizing']['maxmemory'], 'max_value_bytes': v['sizing']['max_value_bytes'],
+                    'keys': v['sizing']['keys'], 'proto_max_bulk_len': v['sizing']['proto_max_bulk_len'],
+                    'sizing_line': sizes.summary_line(host, v['sizing']),
                     'pools': v['pools'], 'service': v['service_name'],
                     'exporter': plan['exporter']['listen'] if v['exporter']['enabled'] else None},
     })

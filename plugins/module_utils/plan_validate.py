@@ -358,6 +358,9 @@ def lmcache_values(p, hybrid):
     lm['track'] = p.boolean('lmcache_server_track_usage')
     lm['kv_timeout'] = p.number('lmcache_server_kv_request_timeout', low_exclusive=0, high=kv_pool.REQUEST_TIMEOUT_MAX,
                                 null=False, fix='use seconds such as %g' % kv_pool.REQUEST_TIMEOUT_DEFAULT)
+    lm['kv_prefill'] = p.number('lmcache_server_kv_prefill_tokens_per_second', low_exclusive=0,
+                                fix='use the prefill tokens per second measured on this hardware (docs/kv-pools.md), '
+                                    'or null')
     return lm
 
 

@@ -29,6 +29,10 @@ _ESCAPES = {'\\': '\\', '"': '"', 'n': '\n'}
 LMCACHE_HIT_TOKENS = 'lmcache_mp_lookup_hit_tokens_total'
 LMCACHE_REQUESTED_TOKENS = 'lmcache_mp_lookup_requested_tokens_total'
 LMCACHE_L1_WRITE_CHUNKS = 'lmcache_mp_l1_write_chunks_total'
+# LMCache 0.5.6's histogram of L2 -> L1 load throughput in GB/s per load task (OpenTelemetry
+# ``lmcache_mp.l2_load_throughput``, unit GB/s; label l2_name): its sum and count give the mean since the start.
+LMCACHE_L2_LOAD_GBPS_SUM = 'lmcache_mp_l2_load_throughput_GB_per_second_sum'
+LMCACHE_L2_LOAD_GBPS_COUNT = 'lmcache_mp_l2_load_throughput_GB_per_second_count'
 VLLM_EXTERNAL_HITS = 'vllm:external_prefix_cache_hits_total'
 VLLM_EXTERNAL_QUERIES = 'vllm:external_prefix_cache_queries_total'
 VLLM_PREFIX_HITS = 'vllm:prefix_cache_hits_total'
@@ -153,8 +157,10 @@ def ratio(numerator, denominator):
 # (key, numerator key, denominator key) ratios
 LMCACHE_SUMMARY = (
     (('lookup_hit_tokens', LMCACHE_HIT_TOKENS, None), ('lookup_requested_tokens', LMCACHE_REQUESTED_TOKENS, None),
-     ('l1_write_chunks', LMCACHE_L1_WRITE_CHUNKS, None)),
-    (('hit_ratio', 'lookup_hit_tokens', 'lookup_requested_tokens'),),
+     ('l1_write_chunks', LMCACHE_L1_WRITE_CHUNKS, None), ('l2_load_gbps_sum', LMCACHE_L2_LOAD_GBPS_SUM, None),
+     ('l2_load_count', LMCACHE_L2_LOAD_GBPS_COUNT, None)),
+    (('hit_ratio', 'lookup_hit_tokens', 'lookup_requested_tokens'),
+     ('l2_load_gbps_mean', 'l2_load_gbps_sum', 'l2_load_count')),
 )
 VLLM_SUMMARY = (
     (('external_prefix_cache_hits', VLLM_EXTERNAL_HITS, None),

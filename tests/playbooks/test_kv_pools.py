@@ -41,6 +41,13 @@ def test_plan_shows_and_renders_the_pools(runner, hf_env, tmp_path):
         env = read(str(plan / host / 'etc' / 'lmcache-vllm-fleet' / 'lmcache-server.env'))
         assert 'LMCACHE_FLEET_L2_ADAPTER="<redacted>"' in env
     assert prefixes['gpu-01'] != prefixes['gpu-03']
+    # the pools' sizes from the models' config.json (every layer's page per token) and the store sized from them:
+    # the 27B at TP 2 writes 784 x 131,072 B per key and rank, the largest value of store kv-01
+    sizing = json.loads(read(str(plan / 'gpu-01' / 'plan.json')))['kv_pool']['sizing']
+    assert (sizing['bytes_per_token'], sizing['value_bytes']) == (262144, 784 * 131072)
+    assert 'lmcache_server_kv_prefill_tokens_per_second is not set' in sizing['break_even_unknown']
+    assert '262144 B per token, %d B per key, break-even unknown' % (784 * 131072) in output
+    assert 'store kv-01: largest value %d B (gpu-01), proto-max-bulk-len 536870912' % (784 * 131072) in output
     assert prefixes['gpu-01'].startswith('qwen36.qwen3.6-27b.n784.c784.tp2.')
     gpu02 = read(str(plan / 'gpu-02' / 'etc' / 'systemd' / 'system' / 'lmcache-server.service'))
     assert 'fleet-lmcache-l2' not in gpu02

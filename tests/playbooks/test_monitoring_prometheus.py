@@ -19,6 +19,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
+import yaml
 
 from prometheus_tools import prometheus_program
 import systemd_unit as su
@@ -43,7 +44,7 @@ def start_prometheus(binary, out, tmp_path):
     """Prometheus scraping the generated targets file in ``out`` with its recording rules: (process, port, log)."""
     (out / 'prometheus.yml').write_text(
         'global: {scrape_interval: 1s, evaluation_interval: 1s}\n'
-        'rule_files: [lmcache_vllm_fleet.rules.yml]\n'
+        'rule_files: [lmcache_vllm_fleet.rules.yml, lmcache_vllm_fleet_l2.rules.yml]\n'
         'scrape_configs:\n'
         '  - job_name: lmcache_vllm_fleet\n'
         '    file_sd_configs: [{files: [targets.json], refresh_interval: 1s}]\n')
@@ -66,6 +67,9 @@ def test_prometheus_scrapes_the_generated_targets_and_records_the_hit_ratio(runn
     assert code == 0, output[-4000:]
     targets = json.loads((out / 'targets.json').read_text())
     assert sorted(t['targets'][0] for t in targets) == sorted('127.0.0.1:%d' % p for p in endpoints.values())
+    # a host in no L2 pool has no break-even series: the file holds an empty group, which Prometheus loads below
+    assert yaml.safe_load((out / 'lmcache_vllm_fleet_l2.rules.yml').read_text()) == {
+        'groups': [{'name': 'lmcache_vllm_fleet.l2_break_even', 'rules': []}]}
 
     proc, port, log = start_prometheus(prometheus_binary, out, tmp_path)
     try:

@@ -61,7 +61,7 @@ def test_a_server_that_is_not_packaged_is_refused():
 def test_config_sizes_and_evicts_and_keeps_nothing_on_disk():
     lines = ks.plan_store('s', dict(GOOD, kv_store_maxmemory_mb=2048, kv_store_maxmemory_policy='allkeys-lfu'),
                           None)['config_lines']
-    for line in ('maxmemory 2048mb', 'maxmemory-policy allkeys-lfu', 'save ""', 'appendonly no', 'bind 127.0.0.1',
+    for line in ('maxmemory %d' % (2048 << 20), 'maxmemory-policy allkeys-lfu', 'save ""', 'appendonly no', 'bind 127.0.0.1',
                  'port 6379', 'aclfile /etc/fleet-kv-store/users.acl', 'supervised systemd'):
         assert line in lines
     assert not any(line.startswith('cluster-') for line in lines)
