@@ -67,6 +67,7 @@ run_stage() {
   rc=$?
   word=passed; [ "$rc" -eq 0 ] || word=FAILED
   echo "$s $rc $((SECONDS - t))" >> "$logdir/results"
+  # shellcheck disable=SC2016 # the inner shell expands its own arguments
   flock "$logdir/print.lock" sh -c 'echo "== stage $1"; cat "$2"; echo "== stage $1 $3 in $4 s"' \
     _ "$s" "$logdir/$s.log" "$word" "$((SECONDS - t))"
 }
