@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import addresses
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import package_spec
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_units as units
@@ -64,9 +64,9 @@ def worker_defaults():
 def worker_address(name, wvars):
     """(the address a router on another host dials for the worker ``name``, or None when vLLM listens on loopback)."""
     bind = str(wvars.get('vllm_server_host') or '')
-    if rules.is_loopback(bind):
+    if addresses.is_loopback(bind):
         return None
-    if bind and not rules.is_wildcard(bind):
+    if bind and not addresses.is_wildcard(bind):
         return bind
     return str(wvars.get('ansible_host') or name)
 
@@ -82,7 +82,7 @@ def _worker_url(c, router_host, group, name, wvars):
             return None
         address = str(wvars.get('vllm_server_host'))
     port = wvars.get('vllm_server_port')
-    return 'http://%s:%s' % (rules.url_host(address), port)
+    return 'http://%s:%s' % (addresses.url_host(address), port)
 
 
 def _model(wvars):
@@ -184,7 +184,7 @@ def check_exposure(c):
         bind = c.cfg.get(name)
         if not isinstance(bind, str) or not bind.strip() or ' ' in bind.strip():
             c.error(name, bind, 'is not one address', 'use an IP address such as 127.0.0.1')
-        elif not rules.is_loopback(bind) and allow is not True:
+        elif not addresses.is_loopback(bind) and allow is not True:
             c.error(name, bind, 'exposes the router beyond loopback (no client authentication of its own, and '
                     '/add_worker and /remove_worker open to anyone who reaches it)', 'use 127.0.0.1, or set '
                     'vllm_router_allow_network=true when clients on a trusted network must reach it')
