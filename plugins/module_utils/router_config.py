@@ -25,6 +25,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import package_
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_units as units
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv_store_config import _Checks
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import ACCOUNT_RE, SAFE_PATH_RE
 
 PREFIX = 'vllm_router_'
 VARIABLE_RE = re.compile(r'^vllm_router_[A-Za-z0-9_]+$')
@@ -40,8 +41,6 @@ POLICIES = ('cache_aware', 'round_robin', 'power_of_two', 'consistent_hash', 'ra
 UNWIRED_POLICIES = ('kv_aware',)
 INSTANCE_KEYS = ('group', 'port', 'metrics_port', 'policy', 'workers')
 GROUP_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]{0,100}$')
-ACCOUNT_RE = re.compile(r'^[a-z_][a-z0-9_-]{0,30}$')
-SAFE_PATH_RE = re.compile(r'^/[A-Za-z0-9._+@/-]*$')
 SERVICE_PREFIX_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.:-]{0,100}$')
 UNIT_DIR = '/etc/systemd/system'
 
@@ -260,6 +259,23 @@ def host_settings(host, variables, template, template_error, error_types):
         except error_types as e:
             unusable.append(template_error(host, name, getattr(e, 'message', None) or e))
     return settings, unusable
+
+
+def plan_from_inventory(host, variables, hostvars, groups, template, template_error, error_types):
+    """The plan of the router host ``host`` as the lookups make it: its own ``variables`` (``host_settings``; a value
+    that cannot be rendered is an error of the plan) and each worker's ``WORKER_VARIABLES`` from ``hostvars``,
+    templated with ``template``."""
+    settings, unusable = host_settings(host, variables, template, template_error, error_types)
+
+    def workers_of(name):
+        wvars = hostvars.get(name) or {}
+        names = [n for n in WORKER_VARIABLES if n in wvars]
+        return dict(zip(names, template([wvars[n] for n in names])))
+
+    plan = plan_router(host, settings, groups, workers_of)
+    if unusable:
+        plan['errors'] = unusable + list(plan['errors'])
+    return plan
 
 
 def plan_router(host, settings, groups, workers_of, defaults=None):
