@@ -119,3 +119,18 @@ def test_the_names_and_paths_entry_points_hold_what_their_plan_checks_first(role
         assert sorted(options) == sorted(o for o in specs['main']['options'] if o.endswith(
             ('_service_name', '_service_prefix', '_user', '_group', '_home', '_dir', '_manifest_path'))), name
         assert all(options[o] == specs['main']['options'][o] for o in options), name
+
+
+@pytest.mark.parametrize('role', [r for r in _roles() if os.path.isfile(os.path.join(ROOT, 'roles', r, 'defaults', 'main.yml'))])
+def test_the_roles_defaults_pass_every_entry_points_spec(role):
+    """Ansible validates the variables against the entry point's spec on every include_role: the role's defaults
+    (null ones included) pass each of them."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    with open(os.path.join(ROOT, 'roles', role, 'defaults', 'main.yml'), encoding='utf-8') as handle:
+        defaults = yaml.safe_load(handle)
+    for name, spec in _specs(role).items():
+        options = {option: {key: value for key, value in value.items() if key not in ('description', 'version_added')}
+                   for option, value in (spec.get('options') or {}).items()}
+        result = ArgumentSpecValidator(options).validate({k: v for k, v in defaults.items() if k in options})
+        assert result.error_messages == [], (role, name)
