@@ -46,8 +46,7 @@ from ansible.plugins.lookup import LookupBase
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_drain
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import template_error
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router_config import (
-    WORKER_VARIABLES, host_settings, plan_router)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router_config import plan_from_inventory
 
 
 class LookupModule(LookupBase):
@@ -58,15 +57,7 @@ class LookupModule(LookupBase):
         self.set_options(var_options=variables, direct=kwargs)
         groups = variables.get('groups') or {}
         hostvars = variables.get('hostvars') or {}
-        plans = []
-        for router in groups.get(self.get_option('routers')) or []:
-            rvars = hostvars.get(router) or {}
-            settings, _unusable = host_settings(router, rvars, self._templar.template,
-                                                template_error, AnsibleError)
-            plans.append(plan_router(router, settings, groups, lambda worker: self._worker(hostvars, worker)))
+        plans = [plan_from_inventory(router, hostvars.get(router) or {}, hostvars, groups, self._templar.template,
+                                     template_error, AnsibleError)
+                 for router in groups.get(self.get_option('routers')) or []]
         return [router_drain.targets(variables.get('inventory_hostname'), plans)]
-
-    def _worker(self, hostvars, name):
-        wvars = hostvars.get(name) or {}
-        names = [n for n in WORKER_VARIABLES if n in wvars]
-        return dict(zip(names, self._templar.template([wvars[n] for n in names])))

@@ -42,8 +42,7 @@ from ansible.errors import AnsibleError, AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import template_error
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router_config import (
-    WORKER_VARIABLES, host_settings, plan_router)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router_config import plan_from_inventory
 
 
 class LookupModule(LookupBase):
@@ -53,15 +52,5 @@ class LookupModule(LookupBase):
             raise AnsibleLookupError('router_plan needs the task variables')
         self.set_options(var_options=variables, direct=kwargs)
         host = variables.get('inventory_hostname')
-        settings, unusable = host_settings(host, variables, self._templar.template, template_error, AnsibleError)
-        hostvars = variables.get('hostvars') or {}
-        plan = plan_router(host, settings, variables.get('groups') or {},
-                           lambda worker: self._worker(hostvars, worker))
-        if unusable:
-            plan['errors'] = unusable + list(plan['errors'])
-        return [plan]
-
-    def _worker(self, hostvars, name):
-        wvars = hostvars.get(name) or {}
-        names = [n for n in WORKER_VARIABLES if n in wvars]
-        return dict(zip(names, self._templar.template([wvars[n] for n in names])))
+        return [plan_from_inventory(host, variables, variables.get('hostvars') or {}, variables.get('groups') or {},
+                                    self._templar.template, template_error, AnsibleError)]

@@ -26,8 +26,8 @@ import ipaddress
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool_breakeven
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_report_pages import (
     plan_html, plan_markdown, status_html)
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import (
-    FleetRuleError, is_wildcard, monitoring_label_errors)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.addresses import is_wildcard
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError, monitoring_label_errors
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware_groups import describe
 
 LOOPBACK_NAMES = ('localhost', 'localhost.localdomain', 'ip6-localhost')

@@ -5,7 +5,7 @@
 that applies it to one host (pure functions, no Ansible objects, no I/O).
 
 The rules themselves (chunk size, max-num-batched-tokens, the kv-transfer config, transfer modes, the
-connector, version pairing, wildcard binds, ...) take plain values; the functions under "applied to one
+connector, version pairing, ...) take plain values; the functions under "applied to one
 host" (``decide_hybrid``, ``plan_n``, ``model_rules``, ``derive``, ``max_num_seqs``,
 ``compare_prediction``) apply them to the checked values of ``host_plan.plan_host`` and record what they
 find on its ``plan_variables.HostSettings``. Every problem is one sentence of the form
@@ -14,10 +14,10 @@ find on its ``plan_variables.HostSettings``. Every problem is one sentence of th
 
 from __future__ import annotations
 
-import ipaddress
 import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import mamba_clamp
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.addresses import url_host
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import (
     as_bool, as_int, as_number, fmt_value, host_label, msg)
 
@@ -69,42 +69,6 @@ def resolve_connector_transfer_mode(transfer_mode, device):
     if transfer_mode in (None, '', 'auto'):
         return 'engine_driven' if device == 'cpu' else 'lmcache_driven'
     return transfer_mode
-
-
-def is_loopback(host):
-    """True for a loopback address (127.0.0.0/8, ::1) or ``localhost``."""
-    text = str(host or '').strip().strip('[]')
-    if text == 'localhost':
-        return True
-    try:
-        return ipaddress.ip_address(text).is_loopback
-    except ValueError:
-        return False
-
-
-def is_wildcard(host):
-    """True for a bind to every address: empty, ``*``, and every spelling of the IPv4 or IPv6 unspecified address
-    (``0.0.0.0``, ``::``, ``[::]``, ``0:0:0:0:0:0:0:0``, ``::0``, ``::ffff:0.0.0.0``)."""
-    text = str(host or '').strip()
-    if text in ('', '*'):
-        return True
-    try:
-        address = ipaddress.ip_address(text.strip('[]'))
-    except ValueError:
-        return False
-    if address.version == 6 and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_unspecified
-
-
-def url_host(host):
-    """The address a client on the same host dials for a server bound to ``host``, as written in a URL
-    (wildcard binds, see :func:`is_wildcard`, are reached on loopback: IPv6 ones on ::1; IPv6 in brackets)."""
-    text = str(host or '').strip()
-    if is_wildcard(text):
-        text = '::1' if ':' in text else '127.0.0.1'
-    text = text.strip('[]')
-    return '[%s]' % text if ':' in text else text
 
 
 # Labels the collection sets on every Prometheus target; Prometheus reserves names starting with __.

@@ -26,8 +26,8 @@ import hashlib
 import json
 import re
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import addresses
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import compile_cache
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool_breakeven as breakeven
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_sizing as sizes
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import relevant_env
@@ -221,7 +221,7 @@ def resolve(host, pool, group, stores, defaults=None):
     errors, nodes = [], []
     for name, cfg in found.items():
         address, port = store.store_endpoint(name, stores[name], defaults)
-        if rules.is_loopback(address) and name != host:
+        if addresses.is_loopback(address) and name != host:
             errors.append(msg(host, 'lmcache_server_kv_pool', pool, 'uses store %s, which binds %s (loopback) '
                                     'and cannot be reached from %s' % (name, address, host),
                                     'set kv_store_bind (and kv_store_allow_network: true) on %s, or serve the pool '

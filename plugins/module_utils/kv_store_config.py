@@ -27,11 +27,12 @@ import hashlib
 import os
 import re
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import addresses
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_exporter as exporter
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_sizing as sizes
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import as_bool, as_int, host_label, msg
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import (
+    ACCOUNT_RE, ACL_USER_RE, SAFE_PATH_RE, SERVICE_NAME_RE, as_bool, as_int, host_label, msg)
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import is_secret_name
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
 
@@ -68,10 +69,6 @@ CLUSTER_UNFORMED = 'cluster_slots_assigned:0'
 CLUSTER_SLOTS = 16384
 MIN_MAXMEMORY_MB = 16
 CLUSTER_MIN_NODES = 3
-SERVICE_NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.:-]{0,200}$')
-ACCOUNT_RE = re.compile(r'^[a-z_][a-z0-9_-]{0,30}$')
-SAFE_PATH_RE = re.compile(r'^/[A-Za-z0-9._+@/-]*$')
-ACL_USER_RE = re.compile(r'^[A-Za-z0-9_.-]{1,64}$')
 POOL_RE = re.compile(r'^[a-z0-9][a-z0-9_-]{0,31}$')
 UNIT_DIR = '/etc/systemd/system'
 # The store needs no GPU, no executable memory and no clock: a stricter sandbox than the serving units.
@@ -140,11 +137,7 @@ def store_endpoint(name, svars, defaults):
     address = cfg.get('kv_store_advertise_address')
     bind = str(cfg.get('kv_store_bind') or '')
     if not address:
-        wildcard = bind in ('0.0.0.0', '::', '[::]', '*')
-        address = bind if bind and not wildcard and not rules.is_loopback(bind) else \
-            (cfg.get('ansible_host') or name)
-        if rules.is_loopback(bind):
-            address = bind
+        address = addresses.remote_address(bind, cfg.get('ansible_host') or name)
     return str(address), as_int(cfg.get('kv_store_port'))
 
 
@@ -235,12 +228,12 @@ def _cluster_admin(c, v):
 
 def _exposure(c, bind):
     allow = c.boolean('kv_store_allow_network')
-    if bind is not None and not rules.is_loopback(bind) and allow is not True:
+    if bind is not None and not addresses.is_loopback(bind) and allow is not True:
         c.error('kv_store_bind', bind, 'exposes the store beyond loopback (RESP without TLS: pages and the '
                 'password cross the network in clear)', 'use 127.0.0.1 for LMCache servers on this host, or set '
                 'kv_store_allow_network=true when other hosts must reach it over a trusted network')
     advertised = c.cfg.get('kv_store_advertise_address')
-    if bind is not None and rules.is_loopback(bind) and advertised and not rules.is_loopback(str(advertised)):
+    if bind is not None and addresses.is_loopback(bind) and advertised and not addresses.is_loopback(str(advertised)):
         c.error('kv_store_advertise_address', advertised, 'is a network address while the store listens on loopback '
                 'only (kv_store_bind=%s): serving hosts would send the password to an address where nothing '
                 'listens' % bind, 'bind the store to that address (kv_store_bind, with kv_store_allow_network=true), '
@@ -414,7 +407,7 @@ def cluster_step(server, v, admin_password):
     """The cluster part of a store's plan: its administrator's CLI (argv; the password is its ``stdin``, read by
     ``--askpass``) and ``CLUSTER INFO`` with it."""
     argv = [server['cli'], '--user', v['admin_username'], '--no-auth-warning', '--askpass']
-    address = rules.url_host(v['bind']).strip('[]')
+    address = addresses.local_address(v['bind'])
     return {'admin_argv': argv, 'stdin': admin_password, 'unformed': CLUSTER_UNFORMED,
             'info': {'argv': argv[:1] + ['-h', address, '-p', str(v['port'])] + argv[1:] + ['CLUSTER', 'INFO'],
                      'stdin': admin_password}}
@@ -520,7 +513,7 @@ def plan_store(host, settings, candidates=None, defaults=None, pool_values=None)
                                if v['cluster'] else None) + (
             [plan['exporter']['acl_line']] if v['exporter']['enabled'] else []),
         'unit_lines': unit_lines(v, server),
-        'health': {'argv': [server['cli'], '-h', rules.url_host(v['bind']).strip('[]'), '-p', str(v['port']),
+        'health': {'argv': [server['cli'], '-h', addresses.local_address(v['bind']), '-p', str(v['port']),
                             '--user', v['username'], '--no-auth-warning', '--askpass'],
                    'stdin': password},
         'endpoint': '%s:%s' % store_endpoint(host, cfg, {}),

@@ -18,10 +18,8 @@ reads from its environment); never a command line or a unit line.
 
 from __future__ import annotations
 
-import re
-
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import as_bool
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import addresses
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import ACL_USER_RE, as_bool
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
 
 PACKAGE = 'prometheus-redis-exporter'
@@ -40,7 +38,6 @@ EXPORTER_ACL_RULES = 'resetkeys resetchannels -@all ' + ' '.join('+' + c for c i
 SUFFIX = '-exporter'
 ENV_NAME = 'exporter.env'
 MARKER_NAME = 'exporter-installed-by-collection'
-ACL_USER_RE = re.compile(r'^[A-Za-z0-9_.-]{1,64}$')
 MIN_PASSWORD = 16
 
 
@@ -79,7 +76,7 @@ def check(c, v):
         c.error('kv_store_exporter_bind', bind, 'is not one address', 'use an IP address such as 127.0.0.1, or '
                 'leave it null to listen where the store does (kv_store_bind)')
         bind = None
-    elif not rules.is_loopback(bind) and c.boolean('kv_store_allow_network') is not True:
+    elif not addresses.is_loopback(bind) and c.boolean('kv_store_allow_network') is not True:
         c.error('kv_store_exporter_bind', bind, 'exposes the exporter beyond loopback (its /metrics has no '
                 'authentication)', 'use 127.0.0.1 for a Prometheus on this host, or set kv_store_allow_network=true '
                 'when Prometheus scrapes it over a trusted network')
@@ -115,10 +112,7 @@ def _host_port(host, port):
 
 def _dial(bind):
     """Where the exporter reaches the store: its address, loopback when the store listens on a wildcard."""
-    bind = str(bind).strip().strip('[]')
-    if rules.is_wildcard(bind):
-        return '::1' if ':' in bind else '127.0.0.1'
-    return bind
+    return addresses.local_address(bind)
 
 
 def acl_line(username, hashed):
@@ -178,12 +172,12 @@ def scrape_targets(stores):
         if as_bool(e.get('enabled')) is not True:
             continue
         host, bind = str(item['host']), str(e['bind']).strip()
-        if rules.is_loopback(bind):
+        if addresses.is_loopback(bind):
             skipped.append('host %s: the KV store\'s exporter listens on %s (kv_store_exporter_bind, else kv_store_bind), '
                            'which Prometheus cannot reach from another machine; set kv_store_exporter_bind to the '
                            'host\'s private address and kv_store_allow_network=true' % (host, bind))
             continue
-        address = (item.get('address') or host) if rules.is_wildcard(bind.strip('[]')) else bind
+        address = addresses.remote_address(bind, item.get('address') or host)
         labels = {'host': host, 'service': 'kv_store', 'pools': ','.join(item.get('pools') or [])}
         labels.update(dict((str(k), str(v)) for k, v in (item.get('labels') or {}).items()))
         groups.append({'targets': [_host_port(address, e['port'])], 'labels': labels})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import addresses
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
@@ -147,9 +148,9 @@ def lmcache_service(cfg, derived, lm, gpus, kv=None):
         'group': cfg.get('lmcache_server_group'),
         'home': home,
         'read_write_paths': [home],
-        'health_url': 'http://%s:%s/healthcheck' % (fleet_rules.url_host(cfg.get('lmcache_server_http_host')),
+        'health_url': 'http://%s:%s/healthcheck' % (addresses.url_host(cfg.get('lmcache_server_http_host')),
                                                     cfg.get('lmcache_server_http_port')),
-        'metrics_url': 'http://%s:%s/metrics' % (fleet_rules.url_host(cfg.get('lmcache_server_http_host')),
+        'metrics_url': 'http://%s:%s/metrics' % (addresses.url_host(cfg.get('lmcache_server_http_host')),
                                                  cfg.get('lmcache_server_http_port')),
         'start_timeout': as_int(cfg.get('lmcache_server_start_timeout')) or 0,
         'description': 'LMCache server (chunk size %s)' % derived.get('chunk_size'),
@@ -226,8 +227,8 @@ def _vllm_fields(cfg, derived, v):
         'read_write_paths': [home] + ([hf_home] if not str(hf_home).startswith(str(home).rstrip('/') + '/') else []),
         'fingerprint_path': '%s/%s.fingerprint' % (config_dir, name),
         'mamba_cache_path': '%s/%s.mamba-blocks.json' % (config_dir, name),
-        'health_url': 'http://%s:%s/health' % (fleet_rules.url_host(cfg.get('vllm_server_host')), cfg.get('vllm_server_port')),
-        'metrics_url': 'http://%s:%s/metrics' % (fleet_rules.url_host(cfg.get('vllm_server_host')), cfg.get('vllm_server_port')),
+        'health_url': 'http://%s:%s/health' % (addresses.url_host(cfg.get('vllm_server_host')), cfg.get('vllm_server_port')),
+        'metrics_url': 'http://%s:%s/metrics' % (addresses.url_host(cfg.get('vllm_server_host')), cfg.get('vllm_server_port')),
         'start_timeout': as_int(cfg.get('vllm_server_start_timeout')) or 0,
         'description': 'vLLM OpenAI-compatible server (%s, N=%s)' % (model, derived.get('block_size')),
         'lmcache_unit': '%s.service' % cfg.get('vllm_server_lmcache_service_name'),

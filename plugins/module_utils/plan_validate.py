@@ -15,6 +15,7 @@ import difflib
 import json
 import re
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import addresses
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import lmcache_cli_table
@@ -24,7 +25,8 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import package_
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli_table
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import (
-    LMCACHE_LOG_LEVELS, VARIABLE_RE, VLLM_DTYPES, VLLM_KV_CACHE_DTYPES, VLLM_MAMBA_DTYPES, as_bool, as_int, host_label)
+    ACCOUNT_RE, LMCACHE_LOG_LEVELS, SERVICE_NAME_RE, VARIABLE_RE, VLLM_DTYPES, VLLM_KV_CACHE_DTYPES, VLLM_MAMBA_DTYPES,
+    as_bool, as_int, host_label)
 
 # Flags the collection sets itself: extra_args may not reach them by any spelling the program's own
 # parser accepts (the generated option tables, read by managed_flags). The mapping names the
@@ -61,8 +63,6 @@ REMOVED_VARIABLES = {
         'remove it; before a probe, set vllm_server_expected_block_size to the N vLLM logs, or lmcache_server_chunk_size'),
 }
 
-SERVICE_NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.:-]{0,200}$')
-ACCOUNT_RE = re.compile(r'^[a-z_][a-z0-9_-]{0,30}$')
 HOST_LABEL_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$')
 LOAD_FORMAT_RE = re.compile(r'^[a-z][a-z0-9_]*$')
 HUB_ID_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$')
@@ -468,14 +468,14 @@ def _parser_checks(p, name, args, table, version_variable):
 
 def _check_exposure(p, secrets):
     vllm_host = p.get('vllm_server_host')
-    if not fleet_rules.is_loopback(vllm_host) and not secrets['vllm_server_api_key'] \
+    if not addresses.is_loopback(vllm_host) and not secrets['vllm_server_api_key'] \
             and as_bool(p.get('vllm_server_allow_unauthenticated')) is not True:
         p.error('vllm_server_host', vllm_host, 'exposes vLLM beyond loopback without an API key',
                 'set vllm_server_api_key (from a vault), or vllm_server_host=127.0.0.1, '
                 'or vllm_server_allow_unauthenticated=true to accept an open endpoint')
     if as_bool(p.get('lmcache_server_allow_unauthenticated')) is not True:
         for name in ('lmcache_server_host', 'lmcache_server_http_host'):
-            if not fleet_rules.is_loopback(p.get(name)):
+            if not addresses.is_loopback(p.get(name)):
                 p.error(name, p.get(name), 'exposes the LMCache server (which has no authentication) beyond loopback',
                         'use 127.0.0.1, or set lmcache_server_allow_unauthenticated=true when a remote vLLM must reach it '
                         'over a trusted network')

@@ -33,7 +33,11 @@ VLLM_KV_CACHE_DTYPES = ('auto', 'float16', 'bfloat16', 'fp8', 'fp8_e4m3', 'fp8_e
                         'fp8_per_token_head', 'nvfp4', 'nvfp4_4over6')
 VLLM_MAMBA_DTYPES = ('auto', 'float32', 'float16', 'bfloat16')
 LMCACHE_LOG_LEVELS = ('DEBUG', 'INFO', 'WARNING', 'ERROR')
+# Names and paths the collection writes into units, accounts and ACL files (serving hosts and KV stores alike).
 SAFE_PATH_RE = re.compile(r'^/[A-Za-z0-9._+@/-]*$')
+SERVICE_NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.:-]{0,200}$')
+ACCOUNT_RE = re.compile(r'^[a-z_][a-z0-9_-]{0,30}$')
+ACL_USER_RE = re.compile(r'^[A-Za-z0-9_.-]{1,64}$')
 
 
 # --------------------------------------------------------------------------- values and messages

@@ -19,12 +19,13 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import addresses
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import package_spec
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_units as units
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import systemd_quote as sq
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv_store_config import _Checks
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import ACCOUNT_RE, SAFE_PATH_RE
 
 PREFIX = 'vllm_router_'
 VARIABLE_RE = re.compile(r'^vllm_router_[A-Za-z0-9_]+$')
@@ -40,8 +41,6 @@ POLICIES = ('cache_aware', 'round_robin', 'power_of_two', 'consistent_hash', 'ra
 UNWIRED_POLICIES = ('kv_aware',)
 INSTANCE_KEYS = ('group', 'port', 'metrics_port', 'policy', 'workers')
 GROUP_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]{0,100}$')
-ACCOUNT_RE = re.compile(r'^[a-z_][a-z0-9_-]{0,30}$')
-SAFE_PATH_RE = re.compile(r'^/[A-Za-z0-9._+@/-]*$')
 SERVICE_PREFIX_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.:-]{0,100}$')
 UNIT_DIR = '/etc/systemd/system'
 
@@ -64,9 +63,9 @@ def worker_defaults():
 def worker_address(name, wvars):
     """(the address a router on another host dials for the worker ``name``, or None when vLLM listens on loopback)."""
     bind = str(wvars.get('vllm_server_host') or '')
-    if rules.is_loopback(bind):
+    if addresses.is_loopback(bind):
         return None
-    if bind and not rules.is_wildcard(bind):
+    if bind and not addresses.is_wildcard(bind):
         return bind
     return str(wvars.get('ansible_host') or name)
 
@@ -82,7 +81,7 @@ def _worker_url(c, router_host, group, name, wvars):
             return None
         address = str(wvars.get('vllm_server_host'))
     port = wvars.get('vllm_server_port')
-    return 'http://%s:%s' % (rules.url_host(address), port)
+    return 'http://%s:%s' % (addresses.url_host(address), port)
 
 
 def _model(wvars):
@@ -184,7 +183,7 @@ def check_exposure(c):
         bind = c.cfg.get(name)
         if not isinstance(bind, str) or not bind.strip() or ' ' in bind.strip():
             c.error(name, bind, 'is not one address', 'use an IP address such as 127.0.0.1')
-        elif not rules.is_loopback(bind) and allow is not True:
+        elif not addresses.is_loopback(bind) and allow is not True:
             c.error(name, bind, 'exposes the router beyond loopback (no client authentication of its own, and '
                     '/add_worker and /remove_worker open to anyone who reaches it)', 'use 127.0.0.1, or set '
                     'vllm_router_allow_network=true when clients on a trusted network must reach it')
@@ -260,6 +259,23 @@ def host_settings(host, variables, template, template_error, error_types):
         except error_types as e:
             unusable.append(template_error(host, name, getattr(e, 'message', None) or e))
     return settings, unusable
+
+
+def plan_from_inventory(host, variables, hostvars, groups, template, template_error, error_types):
+    """The plan of the router host ``host`` as the lookups make it: its own ``variables`` (``host_settings``; a value
+    that cannot be rendered is an error of the plan) and each worker's ``WORKER_VARIABLES`` from ``hostvars``,
+    templated with ``template``."""
+    settings, unusable = host_settings(host, variables, template, template_error, error_types)
+
+    def workers_of(name):
+        wvars = hostvars.get(name) or {}
+        names = [n for n in WORKER_VARIABLES if n in wvars]
+        return dict(zip(names, template([wvars[n] for n in names])))
+
+    plan = plan_router(host, settings, groups, workers_of)
+    if unusable:
+        plan['errors'] = unusable + list(plan['errors'])
+    return plan
 
 
 def plan_router(host, settings, groups, workers_of, defaults=None):

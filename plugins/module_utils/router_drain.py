@@ -12,11 +12,16 @@ inventory) and returns, for the serving host ``host``, one entry per router inst
 run there. ``wait_idle`` (seconds) is set on the last entry only: once the host is out of every router, wait at
 most that long for the requests it runs to end (the largest ``vllm_router_drain_timeout`` of those routers).
 A host no router routes to gets ``[]``.
+
+``put_back(outcome, drained, before, restore)`` decides whether the host goes back into its routers once its
+restart is over (deployed, or rolled back).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+from ansible.module_utils.parsing.convert_bool import boolean
 
 
 def targets(host, plans):
@@ -42,3 +47,15 @@ def describe(host, found):
         return 'host %s: no router routes to it, nothing to drain' % host
     return 'host %s: worker %s of %s' % (host, found[0]['worker_url'], ', '.join(
         '%s on %s' % (t['router'], t['router_host']) for t in found))
+
+
+def put_back(outcome, drained=False, before=None, restore=None):
+    """Whether the host goes back into its routers after stage 4 of deploy.yml: a deployed host (it answers /health,
+    also one a former run left out), or a host taken out of its routers (``drained``) whose vLLM ran before the
+    deploy (``before``: the state read before it, ``vllm_active``) and came back after a rollback (``restore``: the
+    registered restart of the previous vLLM, not ``failed``)."""
+    if outcome == 'deployed':
+        return True
+    was_active = boolean((before or {}).get('vllm_active', False), strict=False)
+    restore_failed = boolean((restore or {}).get('failed', False), strict=False)
+    return boolean(drained, strict=False) and was_active and not restore_failed

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import addresses
 
 
 def file_sd(routers, labels=None):
@@ -17,15 +17,15 @@ def file_sd(routers, labels=None):
     for router in routers or []:
         bind = str(router.get('metrics_bind') or '')
         for instance in router.get('instances') or []:
-            if rules.is_loopback(bind):
+            if addresses.is_loopback(bind):
                 skipped.append('host %s: the router %s serves its metrics on loopback (vllm_router_metrics_bind=%s); '
                                'set vllm_router_metrics_bind (with vllm_router_allow_network) to scrape it'
                                % (router['host'], instance['service_name'], bind))
                 continue
-            address = router.get('address') or router['host'] if rules.is_wildcard(bind) else bind
+            address = router.get('address') or router['host'] if addresses.is_wildcard(bind) else bind
             target_labels = dict(labels or {})
             target_labels.update({'host': router['host'], 'service': 'router', 'model_group': instance['group'],
                                   'router': instance['service_name']})
-            targets.append({'targets': ['%s:%d' % (rules.url_host(address), instance['metrics_port'])],
+            targets.append({'targets': ['%s:%d' % (addresses.url_host(address), instance['metrics_port'])],
                             'labels': target_labels})
     return {'targets': targets, 'skipped': skipped}

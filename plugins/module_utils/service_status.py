@@ -31,8 +31,8 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_jour
     parse_fingerprint_file,
     parse_systemctl_show,
 )
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.addresses import local_address
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_readback import drift, read_back
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import url_host
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.gpu_facts import gpu_facts, memory_summary
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnose import diagnose
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.mamba_clamp import running_blocks
@@ -47,8 +47,8 @@ _N_IN_DESCRIPTION_RE = re.compile(r'\bN=(\d+)\b')
 
 
 def connect_host(bind_host):
-    """Where a local client reaches a server bound to ``bind_host`` (wildcards -> loopback: fleet_rules.url_host)."""
-    return url_host(bind_host).strip('[]')
+    """Where a local client reaches a server bound to ``bind_host`` (wildcards -> loopback: addresses.url_host)."""
+    return local_address(bind_host)
 
 
 def url(bind_host, port, path):

@@ -1,13 +1,18 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """One rule for wildcard binds (every IPv4 and IPv6 spelling), read the same by the host plan's URLs, the status
-module and the monitoring targets; and the labels monitoring may add."""
+module, the KV store (its endpoint, health check and exporter) and the monitoring targets; and the labels
+monitoring may add."""
 
 from __future__ import annotations
 
+import ast
+import os
+
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report, fleet_rules, service_status
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import addresses, fleet_report, service_status
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config, kv_store_exporter
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError
 
 V4_WILDCARDS = ['', '*', '0.0.0.0', '::ffff:0.0.0.0']
@@ -17,16 +22,39 @@ NOT_WILDCARDS = ['127.0.0.1', '::1', '10.0.0.5', 'fd00::5', 'gpu-01.example.inte
 
 @pytest.mark.parametrize('bind', V4_WILDCARDS + V6_WILDCARDS)
 def test_every_wildcard_spelling_is_read_as_a_wildcard(bind):
-    assert fleet_rules.is_wildcard(bind)
+    assert addresses.is_wildcard(bind)
     want = '127.0.0.1' if bind in ('', '*', '0.0.0.0') else '::1'
-    assert fleet_rules.url_host(bind).strip('[]') == want
+    assert addresses.url_host(bind).strip('[]') == want
     assert service_status.connect_host(bind) == want
+    assert kv_store_exporter._dial(bind) == want
+    assert kv_store_config.store_endpoint('kv-1', {'kv_store_bind': bind, 'kv_store_port': 6379,
+                                                   'ansible_host': '10.0.0.9'}, {}) == ('10.0.0.9', 6379)
 
 
 @pytest.mark.parametrize('bind', NOT_WILDCARDS)
 def test_other_addresses_are_not_wildcards(bind):
-    assert not fleet_rules.is_wildcard(bind)
+    assert not addresses.is_wildcard(bind)
     assert service_status.connect_host(bind) == bind
+    assert kv_store_exporter._dial(bind) == bind
+    assert kv_store_config.store_endpoint('kv-1', {'kv_store_bind': bind, 'kv_store_port': 6379,
+                                                   'ansible_host': '10.0.0.9'}, {}) == (bind, 6379)
+
+
+def test_the_rule_is_written_once():
+    root = os.path.dirname(addresses.__file__)
+    defined = []
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            if name.endswith('.py'):
+                with open(os.path.join(folder, name)) as handle:
+                    text = handle.read()
+                tree = ast.parse(text)
+                defined.extend((name, node.name) for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+                               and node.name in ('is_wildcard', 'is_loopback', 'url_host'))
+                if name.startswith('kv_store') or name.startswith('kv_pool'):
+                    assert "'0.0.0.0'" not in text, '%s spells a wildcard itself: use addresses' % name
+    assert sorted(defined) == [('addresses.py', 'is_loopback'), ('addresses.py', 'is_wildcard'),
+                               ('addresses.py', 'url_host')]
 
 
 def endpoint(**overrides):

@@ -1,13 +1,19 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Which routers a serving host is drained from (computed from the router hosts' plans), and the administration
-client's reading of vLLM's answers."""
+"""Which routers a serving host is drained from (computed from the router hosts' plans), whether it is put back after
+its restart, and the administration client's reading of vLLM's answers."""
 
 from __future__ import annotations
 
-import pytest
+import os
 
+import pytest
+import yaml
+
+from ansible_collections.lmcache_vllm.fleet.plugins.filter.router import FilterModule
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_admin, router_config, router_drain
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 
 GROUPS = {'qwen36_hosts': ['gpu-01', 'gpu-02'], 'qwen35_hosts': ['gpu-03'], 'routers': ['rt-01', 'rt-02']}
 WORKERS = {
@@ -116,3 +122,80 @@ def test_a_worker_without_metrics_is_not_waited_for(monkeypatch):
 
     monkeypatch.setattr(router_admin, '_open', refuse)
     assert router_admin.wait_idle('http://10.0.0.1:8000', 60, sleep=pytest.fail) == (False, None)
+
+
+# The put-back decision of deploy.yml's stage 4 (router_drain.put_back, filter router_put_back).
+DEPLOYED, FAILED = 'deployed', 'failed'
+
+
+@pytest.mark.parametrize('outcome, drained, before, restore, back', [
+    # a deployed host answers /health: back in, also when this run did not take it out (a former run left it out)
+    (DEPLOYED, True, {'vllm_active': True}, {}, True),
+    (DEPLOYED, False, {}, {}, True),
+    (DEPLOYED, False, None, None, True),
+    # rolled back: back in once its previous vLLM is back
+    (FAILED, True, {'vllm_active': True}, {'changed': True}, True),
+    (FAILED, True, {'vllm_active': True}, {'skipped': True}, True),
+    (FAILED, 'true', {'vllm_active': 'yes'}, {'failed': 'no'}, True),
+    # ... never when the previous vLLM did not come back, did not run before, or the host was never taken out
+    (FAILED, True, {'vllm_active': True}, {'failed': True}, False),
+    (FAILED, True, {'vllm_active': False}, {}, False),
+    (FAILED, True, {}, {}, False),
+    (FAILED, False, {'vllm_active': True}, {}, False),
+    ('', False, None, None, False),
+    (None, True, {'vllm_active': True}, {'failed': 'true'}, False),
+])
+def test_the_put_back_decision(outcome, drained, before, restore, back):
+    assert router_drain.put_back(outcome, drained, before, restore) is back
+    assert FilterModule().filters()['router_put_back'](outcome, drained, before, restore) is back
+
+
+def test_the_put_back_filter_reads_what_deploy_yml_gives_it():
+    """The condition of deploy.yml's put-back task, templated with the filter, on the facts it reads."""
+    with open(os.path.join(ROOT, 'playbooks', 'deploy.yml'), encoding='utf-8') as handle:
+        plays = yaml.safe_load(handle)
+    tasks = [t for play in plays for t in play.get('tasks') or [] if t.get('name') == 'Put the host back into its routers']
+    assert len(tasks) == 1
+    condition = tasks[0]['when'][-1]
+    assert 'router_put_back' in condition
+    cases = [({'__fleet_outcome': 'deployed'}, True),
+             ({}, False),
+             ({'__fleet_router_drained': True, '__fleet_before': {'vllm_active': True}}, True),
+             ({'__fleet_router_drained': True, '__fleet_before': {'vllm_active': True},
+               '__fleet_restore_vllm': {'failed': True}}, False)]
+    for facts, back in cases:
+        assert _template(condition, facts) is back, facts
+
+
+def _template(condition, facts):
+    """Jinja (native types, as Ansible templates a condition) with the collection's router filters under their full
+    names."""
+    from jinja2.nativetypes import NativeEnvironment
+
+    environment = NativeEnvironment()
+    environment.filters.update(('lmcache_vllm.fleet.' + name, f) for name, f in FilterModule().filters().items())
+    return environment.from_string('{{ %s }}' % condition).render(facts)
+
+
+def test_the_lookups_plan_a_router_host_the_same_way():
+    """router_plan (the current router host) and router_drain (every router host) both plan through
+    router_config.plan_from_inventory: the host's own variables and its workers' from hostvars, templated."""
+    seen = []
+
+    def template(value):
+        seen.append(value)
+        if value == '{{ broken }}':
+            raise ValueError('broken is undefined')
+        return value
+
+    variables = {'vllm_router_instances': [{'group': 'qwen36_hosts', 'port': 30000, 'metrics_port': 29000}],
+                 'vllm_router_policy': '{{ broken }}', 'unrelated': 1}
+    plan = router_config.plan_from_inventory('rt-01', variables, WORKERS, GROUPS, template,
+                                             lambda host, name, error: 'host %s: %s: %s' % (host, name, error),
+                                             ValueError)
+    assert plan['errors'][0] == 'host rt-01: vllm_router_policy: broken is undefined'
+    assert [w['host'] for w in plan['instances'][0]['workers']] == ['gpu-01', 'gpu-02']
+    assert 1 not in seen and ['Qwen/Qwen3.6-27B', '0.0.0.0', 8000, '10.0.0.1'] in seen
+    good = dict(variables, vllm_router_policy='round_robin')
+    assert router_config.plan_from_inventory('rt-01', good, WORKERS, GROUPS, template, None, ValueError) == \
+        router_config.plan_router('rt-01', good, GROUPS, WORKERS.get)
