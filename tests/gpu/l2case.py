@@ -401,12 +401,14 @@ def timed(case, entry, prompt, label, reset=False):
 
 
 def wait_registered(case, entry, timeout=120.0):
-    """Send short prompts until the (new) LMCache server sees vLLM's lookups: vLLM registers with it by itself."""
+    """Send short prompts until the (new) LMCache server sees vLLM's lookups: vLLM registers with it by itself.
+    Each prompt holds one full chunk (LMCache counts requested tokens in whole chunks)."""
     t0 = time.monotonic()
     url = lmcache_url(entry)
+    length = int(acc.flag(entry["lmcache"]["argv"], "--chunk-size")) + case.n // 3
     while time.monotonic() - t0 < timeout:
         before = lmcache_counters(url)["requested_tokens"]
-        ttft, _total, _answer, status = stream(case, l2lib.prompt_ids(2 * case.n, case.next_seed(), case.vocab),
+        ttft, _total, _answer, status = stream(case, l2lib.prompt_ids(length, case.next_seed(), case.vocab),
                                                timeout=60)
         if status == 200 and lmcache_counters(url)["requested_tokens"] > before:
             return round(time.monotonic() - t0, 1)
@@ -450,6 +452,9 @@ def l2_hits(case, entry, out, prompts):
         rows = out["lengths"][str(length)]
         rows["l2_hit"] = case.step("k=%d L2 hit %d" % (k, length), timed, case, entry, prompt, "l2_hit", reset=True)
         rows["scores"] = score_rows(rows)
+    # Every L2 series of the fresh server after the hits (the histogram's buckets included), as LMCache names them.
+    out["lmcache_l2_metrics"] = {name: value for name, value in g.scrape(lmcache_url(entry) + "/metrics").items()
+                                 if "l2" in name}
 
 
 def score_rows(rows):

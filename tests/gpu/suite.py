@@ -75,7 +75,8 @@ def l2_argv(name, venv, out, work, logs, probe_cache, redis_server):
     """l2case.py's arguments for one L2 case."""
     argv = case_argv(name, venv, out, work, logs, probe_cache)
     return argv + ["--set", "lmcache_server_kv_request_timeout=%s" % L2_REQUEST_TIMEOUT,
-                   "--redis-server", redis_server, "--budget", str(L2_BUDGET[name]), "--multiples", L2_MULTIPLES[name]]
+                   "--redis-server", redis_server, "--budget", str(L2_BUDGET[name]),
+                   "--multiples", L2_MULTIPLES[name]]
 
 
 def l2_summary(name, res):
