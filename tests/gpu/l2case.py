@@ -483,7 +483,7 @@ def measure_k(case, k, entry, vll, first):
            "lmcache_argv": entry["lmcache"]["shown"]}
     case.res["per_k"][str(k)] = out
     if not first:
-        case.check_budget("k=%d" % k, need=case.res["timings_s"]["vllm_healthy"] + 60)
+        case.check_budget("k=%d" % k, need=case.res["timings_s"]["vllm_healthy"] + 30)
         out["restart"] = restart_pair(case, entry, vll, k)
     out["registered_s"] = wait_registered(case, entry)
     # The first long prompt of a fresh vLLM tunes kernels: not measured.

@@ -47,7 +47,7 @@ CASES = {
     "l2-0.8b": ("qwen3.5-0.8b", "h200-host-vars.yml", None),
 }
 # Seconds of measurements an L2 case may spend after its vLLM is healthy (then the steps left are skipped).
-L2_BUDGET = {"l2-27b": 280, "l2-0.8b": 110}
+L2_BUDGET = {"l2-27b": 280, "l2-0.8b": 130}
 # The chunk multiples of each L2 case, in the order they run (each k after the first restarts vLLM): 4 next to 1
 # answers whether a chunk of kN holds one Mamba state or k; 2 comes last, where the budget is left.
 L2_MULTIPLES = {"l2-27b": "1,4,2", "l2-0.8b": "1,4"}
