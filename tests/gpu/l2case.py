@@ -408,8 +408,10 @@ def wait_registered(case, entry, timeout=120.0):
     length = int(acc.flag(entry["lmcache"]["argv"], "--chunk-size")) + case.n // 3
     while time.monotonic() - t0 < timeout:
         before = lmcache_counters(url)["requested_tokens"]
-        ttft, _total, _answer, status = stream(case, l2lib.prompt_ids(length, case.next_seed(), case.vocab),
-                                               timeout=60)
+        try:
+            status = stream(case, l2lib.prompt_ids(length, case.next_seed(), case.vocab), timeout=60)[3]
+        except (OSError, http.client.HTTPException):
+            status = 0
         if status == 200 and lmcache_counters(url)["requested_tokens"] > before:
             return round(time.monotonic() - t0, 1)
         time.sleep(2)
