@@ -227,7 +227,10 @@ def summary_rows(per_k, bytes_per_token_plan, break_even):
                 "miss_s": miss.get("ttft_s"), "l1_hit_s": l1.get("ttft_s"), "l2_hit_s": l2.get("ttft_s"),
                 "l1_vs_miss": ratio(l1.get("ttft_s"), miss.get("ttft_s")),
                 "l2_vs_miss": ratio(l2.get("ttft_s"), miss.get("ttft_s")),
+                "full_chunk_tokens": int(length) // entry["chunk_size"] * entry["chunk_size"]
+                if entry.get("chunk_size") else None,
                 "l2_hit_tokens": l2.get("hit_tokens"), "l1_hit_tokens": l1.get("hit_tokens"),
+                "l2_hit_tokens_from_l2": l2.get("l2_lookup_hit_tokens"),
                 "l2_load_GBps_metric": round(metric, 3) if metric is not None else None,
                 "l2_GBps_end_to_end": round(moved / l2["ttft_s"] / 1e9, 3) if moved and l2.get("ttft_s") else None,
                 "prefill_tokens_per_s": round(prefill, 1) if prefill else None,

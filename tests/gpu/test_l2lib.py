@@ -123,8 +123,10 @@ def test_summary_rows_ratios_throughput_and_break_even():
     assert row["l2_GBps_end_to_end"] == round(7840 * 262144.0 / 2.0 / 1e9, 3)
     assert row["break_even_GBps"] == round(262144.0 * 8101 / 1e9, 3) and row["mamba_states_per_key"] == 1.0
     assert row["l2_scores_max_abs_diff_vs_miss"] == 0.01 and row["errors"] == []
+    assert row["full_chunk_tokens"] == 7840
     missing = l2lib.summary_rows({"2": {"lengths": {"100": {"miss": {"error": "status 0"}}}}}, 5, break_even)[0]
     assert missing["prefill_tokens_per_s"] is None and missing["bytes_per_token"] == 5
+    assert missing["full_chunk_tokens"] is None
     assert missing["errors"] == ["status 0"]
 
 
