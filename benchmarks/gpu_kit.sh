@@ -18,6 +18,10 @@
 # front end, static libraries), packed as tar.xz (cached in GPU_KIT_CACHE, default ~/.cache/fleet-gpu-kit)
 # and split into parts of 55 MiB under .gpu-parts/ (ignored). The commit under test travels as
 # `git archive HEAD` with the list of its blobs, checked on the GPU host before anything runs.
+# The L2 cases' part (l2.part-*, cached as l2-glide<version>.tar.xz): Debian bookworm's redis-server (from the
+# .deb files of L2_DEBS, with the libraries an Ubuntu 24.04 image may lack, beside it in lib/) and the store
+# client LMCache's valkey adapter imports (valkey-glide-sync, the version kv_pool.py names), unpacked to
+# $KIT_ROOT/l2 and put on the venv's path.
 set -euo pipefail
 
 KIT_ROOT=${GPU_KIT_ROOT:-/opt/gpukit}
@@ -27,6 +31,10 @@ PART_SIZE=55M
 VLLM_PIN=vllm==0.24.0
 LMCACHE_PIN=lmcache==0.5.3
 ANSIBLE_PIN=ansible-core==2.19.14
+# redis-server is a link to redis-check-rdb (redis-tools); jemalloc, lzf and libatomic are what an Ubuntu 24.04
+# image may lack of its libraries (ldd: the others come with its base system and python3).
+L2_DEBS="redis-server redis-tools libjemalloc2 liblzf1 libatomic1"
+L2_LIBS="libjemalloc.so.2 liblzf.so.1 libatomic.so.1"
 # Provided by the image (torch 2.11.0+cu130) or not loaded on Hopper: kept out of the resolution.
 EXCLUDED="torch torchaudio torchvision triton numpy cupy-cuda13x flashinfer-python flashinfer-cubin
 flashinfer-jit-cache nvidia-cutlass-dsl nvidia-cutlass-dsl-libs-base nvidia-cutlass-dsl-libs-cu13 nvidia-cuda-nvcc
@@ -110,16 +118,50 @@ EOF
     rm -rf "$w"
 }
 
+glide_version() {  # $1: checkout; the store client's version from kv_pool.py (its one place)
+    sed -n "s/^CLIENT_VERSION = '\\([0-9.]*\\)'.*/\\1/p" "$1/plugins/module_utils/kv_pool.py"
+}
+
+build_l2_archive() {  # $1: archive to write, $2: glide-sync version
+    local out=$1 version=$2 w deb lib plat=""
+    w=$(mktemp -d)
+    log "L2 part: apt-get download $L2_DEBS; valkey-glide-sync==$version"
+    # shellcheck disable=SC2086
+    (cd "$w" && apt-get download $L2_DEBS 2>&1 | grep -v '^W: Download is performed unsandboxed')
+    mkdir -p "$w/l2/redis/lib" "$w/root"
+    for deb in "$w"/*.deb; do
+        dpkg-deb -x "$deb" "$w/root"
+        printf '%s %s %s\n' "$(dpkg-deb -f "$deb" Package)" "$(dpkg-deb -f "$deb" Version)" \
+            "$(sha256sum "$deb" | cut -d' ' -f1)" >> "$w/l2/redis/DEBS"
+    done
+    cp -L "$w/root/usr/bin/redis-server" "$w/l2/redis/redis-server"
+    for lib in $L2_LIBS; do cp -L "$w/root/usr/lib/x86_64-linux-gnu/$lib" "$w/l2/redis/lib/"; done
+    LD_LIBRARY_PATH="$w/l2/redis/lib" "$w/l2/redis/redis-server" --version
+    for p in $PLATFORMS; do plat="$plat --platform $p"; done
+    # shellcheck disable=SC2086
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $plat \
+        -d "$w/wheels" "valkey-glide-sync==$version"
+    # shellcheck disable=SC2086
+    python3 -m pip install -q --no-deps --no-compile --only-binary=:all: --python-version 3.12 --implementation cp \
+        $plat --target "$w/l2/site" "$w"/wheels/*.whl
+    tar -C "$w" -cf - l2 | xz -T0 -6 > "$out.tmp"
+    mv "$out.tmp" "$out"
+    rm -rf "$w"
+}
+
 cmd_build() {
-    local top cache parts commit
+    local top cache parts commit l2
     top=$(git rev-parse --show-toplevel)
     cache=${GPU_KIT_CACHE:-$HOME/.cache/fleet-gpu-kit}
     parts="$top/.gpu-parts"
     mkdir -p "$cache"
     [ -s "$cache/site.tar.xz" ] || build_site_archive "$cache"
+    l2="$cache/l2-glide$(glide_version "$top").tar.xz"
+    [ -s "$l2" ] || build_l2_archive "$l2" "$(glide_version "$top")"
     rm -rf "$parts" && mkdir -p "$parts"
     split -b "$PART_SIZE" -d -a 2 "$cache/site.tar.xz" "$parts/kit.part-"
-    (cd "$parts" && sha256sum kit.part-* > kit.sha256)
+    split -b "$PART_SIZE" -d -a 2 "$l2" "$parts/l2.part-"
+    (cd "$parts" && sha256sum kit.part-* l2.part-* > kit.sha256)
     commit=$(git -C "$top" rev-parse HEAD)
     git -C "$top" archive --format=tar.gz -o "$parts/tree.tar.gz" "$commit"
     git -C "$top" ls-tree -r "$commit" > "$parts/tree.ls"
@@ -128,9 +170,10 @@ cmd_build() {
     if ! git -C "$top" diff --quiet HEAD; then
         log "note: the working tree has uncommitted changes; the kit tests $commit without them"
     fi
-    local n i last
+    local n i last l2carry=""
     n=$(ls "$parts"/kit.part-* | wc -l)
     last=$(printf '%02d' $((n - 1)))
+    for f in "$parts"/l2.part-*; do l2carry="$l2carry, \".gpu-parts/$(basename "$f")\""; done
     log "commit $commit; $n parts in $parts:"
     ls -l "$parts"
     echo
@@ -138,7 +181,7 @@ cmd_build() {
     for ((i = 0; i < n - 1; i++)); do
         printf '  run  command: bash .gpu-parts/gpu_kit.sh recv   carry: [".gpu-parts/gpu_kit.sh", ".gpu-parts/kit.part-%02d"]\n' "$i"
     done
-    printf '  run  command: bash .gpu-parts/gpu_kit.sh start  carry: [".gpu-parts/gpu_kit.sh", ".gpu-parts/gpu_kit_driver.sh", ".gpu-parts/kit.part-%s", ".gpu-parts/kit.sha256", ".gpu-parts/tree.tar.gz", ".gpu-parts/tree.ls", ".gpu-parts/commit"]\n' "$last"
+    printf '  run  command: bash .gpu-parts/gpu_kit.sh start  carry: [".gpu-parts/gpu_kit.sh", ".gpu-parts/gpu_kit_driver.sh", ".gpu-parts/kit.part-%s"%s, ".gpu-parts/kit.sha256", ".gpu-parts/tree.tar.gz", ".gpu-parts/tree.ls", ".gpu-parts/commit"]\n' "$last" "$l2carry"
     echo '  run  command: bash .gpu-parts/gpu_kit.sh poll 540   carry: [".gpu-parts/gpu_kit.sh"]   (again until it prints DONE)'
 }
 
@@ -149,7 +192,7 @@ cmd_recv() {
     echo "$(date -u +%FT%TZ) $(hostname) $(cat /proc/sys/kernel/random/boot_id)" >> "$KIT_ROOT/calls"
     log "calls that reached this host (a fresh host has one line):"
     cat "$KIT_ROOT/calls"
-    for f in "$here"/kit.part-* "$here"/kit.sha256 "$here"/tree.tar.gz "$here"/tree.ls "$here"/commit \
+    for f in "$here"/kit.part-* "$here"/l2.part-* "$here"/kit.sha256 "$here"/tree.tar.gz "$here"/tree.ls "$here"/commit \
              "$here"/gpu_kit_driver.sh; do
         [ -e "$f" ] && cp "$f" "$KIT_ROOT/parts/"
     done
@@ -163,6 +206,7 @@ make_venv() {  # the kit's site first, then the image's own site-packages (its t
     sp=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     {
         echo "$KIT_ROOT/site"
+        [ -d "$KIT_ROOT/l2/site" ] && echo "$KIT_ROOT/l2/site"
         python3 -c 'import site, sys
 for d in site.getsitepackages() + [site.getusersitepackages()]:
     print("import site; site.addsitedir(%r)" % d)'
@@ -186,11 +230,15 @@ cmd_start() {
         exit 1
     fi
     log "unpacking"
-    rm -rf "$KIT_ROOT/site" "$KIT_ROOT/tree" "$KIT_ROOT/venv" "$KIT_ROOT/results"
-    awk '{print $2}' kit.sha256 | xargs cat | xz -d -T0 | tar -C "$KIT_ROOT" -xf -
+    rm -rf "$KIT_ROOT/site" "$KIT_ROOT/l2" "$KIT_ROOT/tree" "$KIT_ROOT/venv" "$KIT_ROOT/results"
+    awk '$2 ~ /^kit\.part-/ {print $2}' kit.sha256 | xargs cat | xz -d -T0 | tar -C "$KIT_ROOT" -xf -
+    if grep -q ' l2\.part-' kit.sha256; then
+        awk '$2 ~ /^l2\.part-/ {print $2}' kit.sha256 | xargs cat | xz -d -T0 | tar -C "$KIT_ROOT" -xf -
+    fi
     mkdir -p "$KIT_ROOT/tree" "$KIT_ROOT/results"
     tar -C "$KIT_ROOT/tree" -xzf tree.tar.gz
     make_venv
+    check_l2
     log "unpacked: $(du -sm "$KIT_ROOT/site" | cut -f1) MiB; importing what the units and the plan load"
     # What vLLM's API server, LMCache's connector and server and ansible-playbook import at start: a kit that
     # misses a module fails here, in seconds, instead of in the first case's probe.
@@ -207,6 +255,16 @@ print("vllm", vllm.__version__, "torch", torch.__version__, "cuda", torch.cuda.i
     log "driver started (pid $!), log $KIT_ROOT/driver.log"
     sleep 5
     tail -5 "$KIT_ROOT/driver.log"
+}
+
+check_l2() {  # the L2 cases' part: a failure here fails only those cases (the acceptance cases still run)
+    local redis=$KIT_ROOT/l2/redis
+    if LD_LIBRARY_PATH="$redis/lib" ldd "$redis/redis-server" | grep 'not found' \
+        || ! LD_LIBRARY_PATH="$redis/lib" "$redis/redis-server" --version \
+        || ! "$KIT_ROOT/venv/bin/python" -c 'import glide_sync, lmcache.v1.distributed.l2_adapters.valkey_l2_adapter
+print("glide_sync and LMCache valkey adapter import")' 2>&1 | tail -1; then
+        echo "L2 PART BROKEN: the l2 cases will fail"
+    fi
 }
 
 cmd_poll() {

@@ -40,7 +40,7 @@ log "tree check: $(cat "$RESULTS/tree-check.json" | head -c 300)"
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader
 
 ARGS=(--commit "$COMMIT" --tree-check "$RESULTS/tree-check.json" --venv "$KIT_ROOT/venv"
-      --out "$RESULTS/$NAME.json" --logs "$KIT_ROOT/work")
+      --out "$RESULTS/$NAME.json" --logs "$KIT_ROOT/work" --redis-server "$KIT_ROOT/l2/redis/redis-server")
 [ -n "$CASES" ] && ARGS+=(--cases "$CASES")
 log "suite ${CASES:-(all cases)}"
 "$PY" tests/gpu/suite.py "${ARGS[@]}"

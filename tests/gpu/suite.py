@@ -5,7 +5,7 @@
 """The GPU acceptance of one commit: every case of tests/gpu/acceptance.py in a row, one result file.
 
     python tests/gpu/suite.py --commit <sha> --venv /opt/gpukit/venv --out result.json --logs DIR \\
-        [--cases 27b-gmu0.6,27b-gmu0.5,27b-gmu0.9,0.8b]
+        [--cases 27b-gmu0.6,l2-27b,27b-gmu0.5,27b-gmu0.9,0.8b,l2-0.8b] [--redis-server PATH]
 
 Each case renders its units with ``playbooks/plan.yml`` from the host variables of ``tests/gpu/`` with no
 ``vllm_server_max_num_seqs`` (only the venvs and the memory utilization are set over them), probes N with
@@ -14,6 +14,10 @@ when no cached entry matches N's inputs), starts exactly the rendered commands a
 hits and the score-level comparison (``scores.py``). The cases run one after the other on one GPU: two
 vLLMs starting at once on one GPU fail each other's memory profiling. The result names the commit, the
 tree's check against it (``tree_check``, from ``benchmarks/gpu_kit.sh``) and every case.
+
+The ``l2-*`` cases are benchmarks of the L2 pool on a store on the same host (``l2case.py``): TTFT of a miss, an L1
+hit and an L2 hit per chunk multiple and prompt length, the store's bytes per key, the L2 load throughput, the
+break-even; each runs after the acceptance case of its model, on its probe cache and compile caches.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [HERE]
 
 import acceptance  # noqa: E402
+import l2case  # noqa: E402
 
 MODELS = os.path.join(REPO, "tests", "fixtures", "models")
 CASES = {
@@ -38,10 +43,21 @@ CASES = {
     "27b-gmu0.5": ("qwen3.6-27b", "h200-27b-host-vars.yml", 0.5),
     "27b-gmu0.9": ("qwen3.6-27b", "h200-27b-host-vars.yml", 0.9),
     "0.8b": ("qwen3.5-0.8b", "h200-host-vars.yml", None),
+    "l2-27b": ("qwen3.6-27b", "h200-27b-host-vars.yml", 0.6),
+    "l2-0.8b": ("qwen3.5-0.8b", "h200-host-vars.yml", None),
 }
-# The 27B first: its cases are the ones the Mamba clamp is about, and the later two start on the first one's
-# compile caches (the units' HOME); each case's result is written as soon as it ends.
-DEFAULT_CASES = "27b-gmu0.6,27b-gmu0.5,27b-gmu0.9,0.8b"
+# Seconds of measurements an L2 case may spend after its vLLM is healthy (then the steps left are skipped).
+L2_BUDGET = {"l2-27b": 280, "l2-0.8b": 130}
+# The chunk multiples of each L2 case, in the order they run (each k after the first restarts vLLM): 4 next to 1
+# answers whether a chunk of kN holds one Mamba state or k; 2 comes last, where the budget is left.
+L2_MULTIPLES = {"l2-27b": "1,4,2", "l2-0.8b": "1,4"}
+# LMCache's wait for one store request in the L2 cases (lmcache_server_kv_request_timeout): above the 2.9 s a
+# 27B key took on the H200, so that the throughput is measured rather than the timeout.
+L2_REQUEST_TIMEOUT = 10
+# The 27B first: its cases are the ones the Mamba clamp is about, and the later ones start on the first one's
+# compile caches (the units' HOME); an L2 case right after the acceptance case of its model (the same vLLM
+# argv: a warm start); each case's result is written as soon as it ends.
+DEFAULT_CASES = "27b-gmu0.6,l2-27b,27b-gmu0.5,27b-gmu0.9,0.8b,l2-0.8b"
 
 
 def case_argv(name, venv, out, work, logs, probe_cache):
@@ -53,6 +69,37 @@ def case_argv(name, venv, out, work, logs, probe_cache):
     if gmu is not None:
         argv += ["--set", "vllm_server_gpu_memory_utilization=%s" % gmu]
     return argv
+
+
+def l2_argv(name, venv, out, work, logs, probe_cache, redis_server):
+    """l2case.py's arguments for one L2 case."""
+    argv = case_argv(name, venv, out, work, logs, probe_cache)
+    return argv + ["--set", "lmcache_server_kv_request_timeout=%s" % L2_REQUEST_TIMEOUT,
+                   "--redis-server", redis_server, "--budget", str(L2_BUDGET[name]),
+                   "--multiples", L2_MULTIPLES[name]]
+
+
+def l2_summary(name, res):
+    """The line of one L2 case in the suite's table (its rows: l2case.py's summary)."""
+    keep = ("k", "prompt_tokens", "miss_s", "l1_hit_s", "l2_hit_s", "l2_vs_miss", "l2_load_GBps_metric",
+            "l2_GBps_end_to_end", "break_even_GBps", "bytes_per_key", "mamba_states_per_key")
+    return {"case": name, "result": res.get("result"), "N": res.get("N"),
+            "vllm_healthy_s": (res.get("timings_s") or {}).get("vllm_healthy"),
+            "rows": [{k: row.get(k) for k in keep} for row in res.get("summary") or []],
+            "failed_checks": sorted(k for k, v in (res.get("checks") or {}).items() if not v),
+            "skipped_steps": res.get("skipped_steps"), "error": "; ".join(res.get("errors") or [])[:1000] or None}
+
+
+def run_case(name, args, case_dir, probe_cache):
+    """One case (acceptance or L2); its result."""
+    out = os.path.join(case_dir, "result.json")
+    work, logs = os.path.join(case_dir, "work"), os.path.join(case_dir, "logs")
+    if name.startswith("l2-"):
+        l2case.main(l2_argv(name, args.venv, out, work, logs, probe_cache, args.redis_server))
+    else:
+        acceptance.main(case_argv(name, args.venv, out, work, logs, probe_cache))
+    with open(out) as fh:
+        return json.load(fh)
 
 
 def summary(name, res):
@@ -84,6 +131,7 @@ def main(argv=None):
     p.add_argument("--out", required=True)
     p.add_argument("--logs", required=True, help="directory for every case's logs and result")
     p.add_argument("--cases", default=DEFAULT_CASES)
+    p.add_argument("--redis-server", default="redis-server", help="the L2 cases' store (Debian's redis-server)")
     args = p.parse_args(argv)
     names = [c for c in args.cases.split(",") if c]
     unknown = [c for c in names if c not in CASES]
@@ -104,15 +152,14 @@ def main(argv=None):
         t0 = time.monotonic()
         case_dir = os.path.join(args.logs, name)
         os.makedirs(case_dir, exist_ok=True)
-        out = os.path.join(case_dir, "result.json")
         print("[%s] case %s" % (time.strftime("%H:%M:%S"), name), flush=True)
-        acceptance.main(case_argv(name, args.venv, out, os.path.join(case_dir, "work"), os.path.join(case_dir, "logs"),
-                                  probe_cache))
-        with open(out) as fh:
-            case = json.load(fh)
+        try:
+            case = run_case(name, args, case_dir, probe_cache)
+        except Exception as exc:  # noqa: BLE001 - a case that broke is a failed case; the next one runs
+            case = {"result": "fail", "error": "%s: %s" % (type(exc).__name__, str(exc)[-2000:])}
         case["wall_s"] = round(time.monotonic() - t0, 1)
         res["cases"][name] = case
-        res["summary"].append(summary(name, case))
+        res["summary"].append((l2_summary if name.startswith("l2-") else summary)(name, case))
         print(json.dumps(res["summary"][-1]), flush=True)
         with open(args.out, "w") as fh:
             json.dump(res, fh, indent=1)

@@ -27,7 +27,33 @@ def test_cases_set_only_venvs_and_utilization_and_never_max_num_seqs():
         assert host_vars["vllm_server_venv"] == host_vars["lmcache_server_venv"] == "/opt/kit/venv"
         assert argv[argv.index("--probe-cache") + 1] == "p/cache.fact"
     gmus = {name: suite.CASES[name][2] for name in suite.CASES}
-    assert gmus == {"27b-gmu0.6": 0.6, "27b-gmu0.5": 0.5, "27b-gmu0.9": 0.9, "0.8b": None}
+    assert gmus == {"27b-gmu0.6": 0.6, "27b-gmu0.5": 0.5, "27b-gmu0.9": 0.9, "0.8b": None, "l2-27b": 0.6,
+                    "l2-0.8b": None}
+
+
+def test_l2_cases_run_after_the_acceptance_case_of_their_model_on_its_units():
+    order = suite.DEFAULT_CASES.split(",")
+    for l2, acc_case in (("l2-27b", "27b-gmu0.6"), ("l2-0.8b", "0.8b")):
+        assert order.index(acc_case) < order.index(l2)
+        assert suite.CASES[l2] == suite.CASES[acc_case]
+    assert order[0] == "27b-gmu0.6"
+    argv = suite.l2_argv("l2-27b", "/opt/kit/venv", "o.json", "w", "l", "p/c.fact", "/k/l2/redis/redis-server")
+    sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
+    assert sorted(s.split("=")[0] for s in sets) == ["lmcache_server_kv_request_timeout", "lmcache_server_venv",
+                                                     "vllm_server_gpu_memory_utilization", "vllm_server_venv"]
+    args = suite.l2case.parser().parse_args(argv)
+    assert args.redis_server == "/k/l2/redis/redis-server" and args.multiples == [1, 4, 2] and args.budget == 280
+    assert args.device == "cuda" and args.lengths == [8101, 15941] and args.probe_cache == "p/c.fact"
+
+
+def test_suite_without_a_gpu_skips_the_l2_case_too(tmp_path, monkeypatch):
+    monkeypatch.setattr(acceptance.g, "cuda_device_present", lambda: False)
+    out = tmp_path / "r.json"
+    rc = suite.main(["--commit", "abc123", "--venv", "/v", "--out", str(out), "--logs", str(tmp_path / "l"),
+                     "--cases", "l2-0.8b"])
+    res = json.loads(out.read_text())
+    assert rc == 0 and res["result"] == "skipped" and res["summary"][0]["case"] == "l2-0.8b"
+    assert "skipped" in res["cases"]["l2-0.8b"]
 
 
 def test_overrides_read_yaml_values_and_refuse_bare_keys():

@@ -62,8 +62,9 @@ def main():
         sys.stderr.write(warning + '\n')
         sys.stderr.flush()
     from lmcache.cli.main import main as lmcache_main
+    # LMCache 0.5.3's main() takes no arguments and reads sys.argv; 0.5.6's main(argv=None) reads it too.
     sys.argv = ['lmcache'] + args
-    return lmcache_main(args)
+    return lmcache_main()
 
 
 if __name__ == '__main__':

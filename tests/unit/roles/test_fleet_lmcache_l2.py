@@ -50,3 +50,25 @@ def test_no_pool_no_adapter(launcher):
 
 def test_cluster_nodes_are_all_tried(launcher):
     assert launcher.nodes({'startup_nodes': 'a:1, b:2,[::1]:3'}) == [('a', 1), ('b', 2), ('::1', 3)]
+
+
+def test_main_runs_lmcache_with_its_arguments_in_sys_argv(launcher, monkeypatch):
+    """LMCache 0.5.3's ``main()`` takes no argument and reads sys.argv (0.5.6's ``main(argv=None)`` as well): the
+    launcher calls it so. The stand-in module below has 0.5.3's signature (no LMCache is imported here)."""
+    import sys
+    import types
+    seen = []
+
+    def main_053():
+        seen.append(list(sys.argv))
+        return 0
+
+    fake = types.ModuleType('lmcache.cli.main')
+    fake.main = main_053
+    for name in ('lmcache', 'lmcache.cli'):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, 'lmcache.cli.main', fake)
+    monkeypatch.setattr(sys, 'argv', ['fleet-lmcache-l2', 'server', '--port', '5555'])
+    monkeypatch.delenv('LMCACHE_FLEET_L2_ADAPTER', raising=False)
+    assert launcher.main() == 0
+    assert seen == [['lmcache', 'server', '--port', '5555']]
