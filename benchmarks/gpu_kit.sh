@@ -171,7 +171,7 @@ cmd_build() {
         log "note: the working tree has uncommitted changes; the kit tests $commit without them"
     fi
     local n i last l2carry=""
-    n=$(ls "$parts"/kit.part-* | wc -l)
+    n=$(find "$parts" -maxdepth 1 -name 'kit.part-*' | wc -l)
     last=$(printf '%02d' $((n - 1)))
     for f in "$parts"/l2.part-*; do l2carry="$l2carry, \".gpu-parts/$(basename "$f")\""; done
     log "commit $commit; $n parts in $parts:"
@@ -196,7 +196,7 @@ cmd_recv() {
              "$here"/gpu_kit_driver.sh; do
         [ -e "$f" ] && cp "$f" "$KIT_ROOT/parts/"
     done
-    log "parts here: $(cd "$KIT_ROOT/parts" && ls | tr '\n' ' ')"
+    log "parts here: $(find "$KIT_ROOT/parts" -maxdepth 1 -type f -printf '%f\n' | sort | tr '\n' ' ')"
     df -h "$KIT_ROOT" | tail -1
 }
 
@@ -274,7 +274,8 @@ cmd_poll() {
         sleep 5
     done
     tail -40 "$KIT_ROOT/driver.log"
-    for f in $(ls -t "$KIT_ROOT"/work/*/logs/*.log 2>/dev/null | head -2); do
+    for f in $(find "$KIT_ROOT"/work/*/logs -maxdepth 1 -name '*.log' -printf '%T@ %p\n' 2>/dev/null \
+               | sort -rn | head -2 | cut -d' ' -f2-); do
         echo "--- $f"
         tail -4 "$f" | cut -c1-300
     done

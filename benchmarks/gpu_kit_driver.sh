@@ -35,7 +35,7 @@ for line in open(sys.argv[1]):
         bad.append(path)
 print(json.dumps({"commit": sys.argv[2], "blobs": n, "mismatched": bad[:50], "matches": not bad and n > 0}))
 EOF
-log "tree check: $(cat "$RESULTS/tree-check.json" | head -c 300)"
+log "tree check: $(head -c 300 "$RESULTS/tree-check.json")"
 "$PY" -c 'import vllm, lmcache, ansible, torch; print("vllm", vllm.__version__, "lmcache", lmcache.__version__, "torch", torch.__version__)'
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader
 
