@@ -397,8 +397,9 @@ def timed(case, entry, prompt, label, reset=False):
     if status != 200 or ttft is None:
         row["error"] = "status %s: %s" % (status, str(answer.get("error"))[:300])
     row["_scores"] = scores.choice_scores(answer) if status == 200 else []
-    print("[%s] %s %d tokens: ttft %s hit %s" % (time.strftime("%H:%M:%S"), label, len(prompt), row["ttft_s"],
-                                                row["hit_tokens"]), flush=True)
+    stamp = time.strftime("%H:%M:%S")
+    print("[%s] %s %d tokens: ttft %s hit %s" % (stamp, label, len(prompt), row["ttft_s"], row["hit_tokens"]),
+          flush=True)
     return row
 
 

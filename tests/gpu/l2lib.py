@@ -147,8 +147,8 @@ def merge_chunks(chunks):
             tokens += lp.get("tokens") or []
             token_lp += lp.get("token_logprobs") or []
             tops += lp.get("top_logprobs") or []
-    return {"choices": [{"text": text, "logprobs": {"tokens": tokens, "token_logprobs": token_lp,
-                                                     "top_logprobs": tops}}], "usage": usage}
+    logprobs = {"tokens": tokens, "token_logprobs": token_lp, "top_logprobs": tops}
+    return {"choices": [{"text": text, "logprobs": logprobs}], "usage": usage}
 
 
 # ---------------------------------------------------------------- the pool's keys

@@ -52,8 +52,8 @@ def test_inventory_puts_each_k_in_its_own_pool_with_a_store_on_the_same_host():
 
 
 def test_runnable_config_drops_only_the_systemd_notification():
-    assert l2lib.runnable_config(["port 1", "supervised systemd", "save \"\""]) == ["port 1", "supervised no",
-                                                                                     "save \"\""]
+    config = ["port 1", "supervised systemd", "save \"\""]
+    assert l2lib.runnable_config(config) == ["port 1", "supervised no", "save \"\""]
 
 
 def test_prompt_ids_are_deterministic_exact_and_inside_the_vocabulary():
