@@ -152,11 +152,13 @@ def start_hosts(run, plans, tag, args):
 
 
 def kv_events(args, index):
-    """vLLM's KV-cache events on a ZMQ publisher of its own (for kv_aware; by hand: the role does not wire them)."""
+    """vLLM's KV-cache events on a ZMQ publisher of its own (for kv_aware; by hand: the role does not wire them).
+    vLLM 0.32 binds the publisher only for a wildcard endpoint (tcp://*:PORT); a host address makes it connect.
+    The router tokenizes a request through the worker's POST /v1/completions/render, which needs --enable-scale-out."""
     if not args.kv_events:
         return []
-    return ['--kv-events-config', json.dumps({'enable_kv_cache_events': True, 'publisher': 'zmq',
-                                              'endpoint': 'tcp://127.0.0.1:%d' % (args.base_port + 70 + index)})]
+    return ['--enable-scale-out', '--kv-events-config', json.dumps({'enable_kv_cache_events': True, 'publisher': 'zmq',
+                                              'endpoint': 'tcp://*:%d' % (args.base_port + 70 + index)})]
 
 
 def kv_aware_argv(argv, plans, args):
