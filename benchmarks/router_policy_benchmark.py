@@ -232,8 +232,11 @@ def run_mode(run, args, pool, password, conversations):
         router = start_router(run, 'router-%s-%s' % ('pool' if pool else 'nopool', policy), argv, instance)
         result, dummy = measure(policy, instance['url'], plans, conversations, args, store, password)
         result.update(mode=mode, policy=policy, routed=routed(instance))
+        metrics = pairs.get(instance['metrics_url'])
+        result['router_kv'] = [line for line in metrics.splitlines() if line.startswith(
+            ('vllm_router_kv_', 'vllm_router_prefix_routing_decisions_total'))]
         with open(os.path.join(run.work, 'router-%s-%s.metrics' % ('pool' if pool else 'nopool', policy)), 'w') as out:
-            out.write(pairs.get(instance['metrics_url']))
+            out.write(metrics)
         results.append(result)
         run.stop(router)
     for proc in reversed(procs):
