@@ -110,14 +110,17 @@ def cold(plans, store=None, password=None):
 
 
 def router_plan(plans, policy, port, metrics_port, venvs):
-    """The role's plan of one router in front of the serving hosts (workers on this machine's loopback)."""
+    """The role's plan of one router in front of the serving hosts (workers on this machine's loopback). A policy
+    ``cache_aware+balance_abs_threshold=4`` sets the role's variable vllm_router_balance_abs_threshold."""
+    policy, *knobs = policy.split('+')
+    settings = dict(('vllm_router_' + k.split('=')[0], int(k.split('=')[1])) for k in knobs)
     workers = dict(('serving-%d' % (i + 1), {
         'vllm_server_model': MODEL_NAME, 'vllm_server_host': '0.0.0.0', 'ansible_host': '127.0.0.1',
         'vllm_server_port': int(vllm_url(p).rsplit(':', 1)[1])}) for i, p in enumerate(plans))
     plan = router_config.plan_router('router-bench', {
         'vllm_router_instances': [{'group': 'bench_hosts', 'port': port, 'metrics_port': metrics_port,
                                    'policy': policy}],
-        'vllm_router_venvs_dir': venvs}, {'bench_hosts': sorted(workers)}, workers.get)
+        'vllm_router_venvs_dir': venvs, **settings}, {'bench_hosts': sorted(workers)}, workers.get)
     assert plan['errors'] == [], plan['errors']
     return plan['instances'][0]
 
