@@ -32,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 import bench_common
 import kv_l2_benchmark as pairs
@@ -160,8 +159,8 @@ def kv_events(args, index):
     The router tokenizes a request through the worker's POST /v1/completions/render, which needs --enable-scale-out."""
     if not args.kv_events:
         return []
-    return ['--enable-scale-out', '--kv-events-config', json.dumps({'enable_kv_cache_events': True, 'publisher': 'zmq',
-                                              'endpoint': 'tcp://*:%d' % (args.base_port + 70 + index)})]
+    events = {'enable_kv_cache_events': True, 'publisher': 'zmq', 'endpoint': 'tcp://*:%d' % (args.base_port + 70 + index)}
+    return ['--enable-scale-out', '--kv-events-config', json.dumps(events)]
 
 
 def kv_aware_argv(argv, plans, args):
