@@ -18,7 +18,9 @@
    connector keeps the chunk size of the first LMCache server it met);
 5. per k and prompt length: a miss, an L1 hit (after vLLM's ``/reset_prefix_cache``), the store's keys of the
    pool (count, STRLEN, MEMORY USAGE), a miss sent right after another miss while its keys are being written,
-   then a fresh LMCache server (empty L1, same pool; vLLM registers with it by itself) and an L2 hit, scored
+   then a fresh LMCache server (empty L1, same pool) with vLLM restarted after it, as the units do (vLLM's unit
+   ``Requires=`` and is ``PartOf=`` LMCache's: LMCache 0.5.3 refuses the lookups of a vLLM that registered with an
+   earlier server, "No GPU context registered for instance ID"), and an L2 hit, scored
    against the miss (``scores.py``); LMCache's ``lmcache_mp_l2_load_throughput_GB_per_second`` around it.
 
 TTFT is the time to the first streamed chunk. Every step has a timeout; a failed step is recorded and the case goes
@@ -328,17 +330,18 @@ def start_vllm(case, vll, tag=""):
     return round(time.monotonic() - t0, 1)
 
 
-def restart_pair(case, entry, vll, k):
-    """vLLM and LMCache for another chunk size: vLLM's connector keeps the chunk size of the LMCache server it first
-    met (a server of another chunk size fails its lookups: "end must be a multiple of chunk_size"), so both
-    restart; vLLM on the compile caches of its first start."""
+def restart_pair(case, entry, vll, tag):
+    """LMCache and then vLLM, as the units restart (vLLM's unit is PartOf= LMCache's): vLLM's connector keeps the
+    chunk size and the registration of the LMCache server it first met (a server of another chunk size fails its
+    lookups, "end must be a multiple of chunk_size"; a fresh server of LMCache 0.5.3 refuses them, "No GPU context
+    registered for instance ID"); vLLM starts on the compile caches of its first start."""
     t0 = time.monotonic()
     g.stop(case.vll, timeout=60)
     case.vll = None
     stop_lmcache(case)
     out = {"stop_s": round(time.monotonic() - t0, 1)}
-    out["lmcache_healthy_s"] = start_lmcache(case, entry, "k%d" % k)
-    out["vllm_healthy_s"] = start_vllm(case, vll, "-k%d" % k)
+    out["lmcache_healthy_s"] = start_lmcache(case, entry, tag)
+    out["vllm_healthy_s"] = start_vllm(case, vll, "-" + tag)
     return out
 
 
@@ -404,7 +407,7 @@ def timed(case, entry, prompt, label, reset=False):
 
 
 def wait_registered(case, entry, timeout=120.0):
-    """Send short prompts until the (new) LMCache server sees vLLM's lookups: vLLM registers with it by itself.
+    """Send short prompts until the (new) LMCache server sees vLLM's lookups: vLLM registers with it when it starts.
     Each prompt holds one full chunk (LMCache counts requested tokens in whole chunks)."""
     t0 = time.monotonic()
     url = lmcache_url(entry)
@@ -447,11 +450,11 @@ def contention(case, entry, out):
             "store_settled": settled, "while_writing_vs_idle": l2lib.ratio(busy.get("ttft_s"), idle.get("ttft_s"))}
 
 
-def l2_hits(case, entry, out, prompts):
-    """A fresh LMCache server (empty L1, same pool): vLLM registers with it; each prompt is then an L2 hit."""
+def l2_hits(case, entry, vll, out, prompts):
+    """A fresh LMCache server (empty L1, same pool) and vLLM restarted after it: each prompt is then an L2 hit."""
     k = out["k"]
-    stop_lmcache(case)
-    out["lmcache_fresh_healthy_s"] = start_lmcache(case, entry, "k%d-fresh" % k)
+    case.check_budget("k=%d L2 hits" % k, need=case.res["timings_s"]["vllm_healthy"] + 30)
+    out["fresh_restart"] = restart_pair(case, entry, vll, "k%d-fresh" % k)
     out["registered_fresh_s"] = wait_registered(case, entry)
     for length, prompt in prompts.items():
         rows = out["lengths"][str(length)]
@@ -489,7 +492,7 @@ def measure_k(case, k, entry, vll, first):
     case.res["per_k"][str(k)] = out
     if not first:
         case.check_budget("k=%d" % k, need=case.res["timings_s"]["vllm_healthy"] + 30)
-        out["restart"] = restart_pair(case, entry, vll, k)
+        out["restart"] = restart_pair(case, entry, vll, "k%d" % k)
     out["registered_s"] = wait_registered(case, entry)
     # The first long prompt of a fresh vLLM tunes kernels: not measured.
     case.step("warm-up", timed, case, entry, l2lib.prompt_ids(max(case.args.lengths), case.next_seed(), case.vocab),
@@ -499,7 +502,7 @@ def measure_k(case, k, entry, vll, first):
     misses_and_l1(case, entry, out, prompts)
     out["keys"] = case.step("k=%d key bytes" % k, key_bytes, case, out["key_prefix"], chunk)
     out["contention"] = case.step("k=%d contention" % k, contention, case, entry, out)
-    case.step("k=%d L2 hits" % k, l2_hits, case, entry, out, prompts)
+    case.step("k=%d L2 hits" % k, l2_hits, case, entry, vll, out, prompts)
     for rows in out["lengths"].values():
         for name in ("miss", "l1_hit", "l2_hit"):
             rows[name] = strip(rows.get(name))
