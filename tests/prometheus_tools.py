@@ -10,6 +10,7 @@ import os
 import shutil
 
 import pytest
+import yaml
 
 
 def prometheus_program(name):
@@ -20,3 +21,9 @@ def prometheus_program(name):
             pytest.fail('%s is missing: bash scripts/setup-prometheus.sh installs it' % name)
         pytest.skip('%s is missing (bash scripts/setup-prometheus.sh)' % name)
     return found
+
+
+def rules_in(path):
+    """Every rule (recording and alerting) of a Prometheus rules file, in the order of its groups."""
+    with open(path, encoding='utf-8') as handle:
+        return [rule for group in yaml.safe_load(handle)['groups'] for rule in group['rules']]

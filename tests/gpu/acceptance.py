@@ -508,11 +508,7 @@ def parser():
 def main(argv=None):
     args = parser().parse_args(argv)
     res = run(args)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(res, fh, indent=1)
-    if "skipped" in res:
-        print("SKIPPED: " + res["skipped"])
+    if g.write_result(args.out, res):
         return 0
     print("result: %s  N=%s  checks: %s" % (res.get("result"), res.get("N"),
                                             ", ".join("%s=%s" % kv for kv in res["checks"].items())))

@@ -40,6 +40,17 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import
 )
 
 
+def write_result(path, res):
+    """Write a case's result as JSON to ``path`` (its directory made); True, printed, when the case was skipped."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as fh:
+        json.dump(res, fh, indent=1)
+    if "skipped" in res:
+        print("SKIPPED: " + res["skipped"])
+        return True
+    return False
+
+
 def cuda_device_present():
     """True when nvidia-smi lists at least one GPU."""
     if not shutil.which("nvidia-smi"):

@@ -665,11 +665,7 @@ def parser():
 def main(argv=None):
     args = parser().parse_args(argv)
     res = run(args)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(res, fh, indent=1)
-    if "skipped" in res:
-        print("SKIPPED: " + res["skipped"])
+    if g.write_result(args.out, res):
         return 0
     for row in res.get("summary", []):
         print(json.dumps({k: v for k, v in row.items() if v is not None}))

@@ -46,16 +46,6 @@ def test_l2_cases_run_after_the_acceptance_case_of_their_model_on_its_units():
     assert args.device == "cuda" and args.lengths == [8101, 15941] and args.probe_cache == "p/c.fact"
 
 
-def test_suite_without_a_gpu_skips_the_l2_case_too(tmp_path, monkeypatch):
-    monkeypatch.setattr(acceptance.g, "cuda_device_present", lambda: False)
-    out = tmp_path / "r.json"
-    rc = suite.main(["--commit", "abc123", "--venv", "/v", "--out", str(out), "--logs", str(tmp_path / "l"),
-                     "--cases", "l2-0.8b"])
-    res = json.loads(out.read_text())
-    assert rc == 0 and res["result"] == "skipped" and res["summary"][0]["case"] == "l2-0.8b"
-    assert "skipped" in res["cases"]["l2-0.8b"]
-
-
 def test_overrides_read_yaml_values_and_refuse_bare_keys():
     got = acceptance.apply_overrides({"a": 1}, ["b=0.5", "c=[1, 2]", "d=text"])
     assert got == {"a": 1, "b": 0.5, "c": [1, 2], "d": "text"}
@@ -63,13 +53,15 @@ def test_overrides_read_yaml_values_and_refuse_bare_keys():
         acceptance.apply_overrides({}, ["novalue"])
 
 
-def test_suite_without_a_gpu_writes_a_skipped_result_naming_the_commit(tmp_path, monkeypatch):
+@pytest.mark.parametrize("case", ["0.8b", "l2-0.8b"])
+def test_suite_without_a_gpu_writes_a_skipped_result_naming_the_commit(tmp_path, monkeypatch, case):
     monkeypatch.setattr(acceptance.g, "cuda_device_present", lambda: False)
     out = tmp_path / "r.json"
     rc = suite.main(["--commit", "abc123", "--venv", "/v", "--out", str(out), "--logs", str(tmp_path / "l"),
-                     "--cases", "0.8b"])
+                     "--cases", case])
     res = json.loads(out.read_text())
     assert rc == 0 and res["commit"] == "abc123" and res["result"] == "skipped"
-    assert res["summary"][0]["case"] == "0.8b"
+    assert res["summary"][0]["case"] == case
+    assert "skipped" in res["cases"][case]
     with pytest.raises(SystemExit):
         suite.main(["--commit", "x", "--venv", "/v", "--out", str(out), "--logs", "l", "--cases", "nope"])

@@ -11,24 +11,17 @@ import os
 import re
 import subprocess
 
-import pytest
 import yaml
 
 from fleet_collection import REPO_ROOT
-from prometheus_tools import prometheus_program
+from prometheus_tools import rules_in
 
 RULES = os.path.join(REPO_ROOT, 'playbooks', 'files', 'prometheus', 'vllm_router.rules.yml')
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-@pytest.fixture(name='promtool')
-def promtool_fixture():
-    return prometheus_program('promtool')
-
-
 def rules():
-    with open(RULES, encoding='utf-8') as handle:
-        return [rule for group in yaml.safe_load(handle)['groups'] for rule in group['rules']]
+    return rules_in(RULES)
 
 
 def rule_tests():

@@ -15,11 +15,10 @@ import os
 import re
 import subprocess
 
-import pytest
 import yaml
 
 from fleet_collection import REPO_ROOT
-from prometheus_tools import prometheus_program
+from prometheus_tools import rules_in
 
 RULES = os.path.join(REPO_ROOT, 'playbooks', 'files', 'prometheus', 'lmcache_vllm_fleet.rules.yml')
 DASHBOARD = os.path.join(REPO_ROOT, 'playbooks', 'files', 'grafana', 'lmcache_vllm_fleet.json')
@@ -27,14 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 LEVELS = ('host', 'model', 'job')
 
 
-@pytest.fixture(name='promtool')
-def promtool_fixture():
-    return prometheus_program('promtool')
-
-
 def rules():
-    with open(RULES, encoding='utf-8') as handle:
-        return [rule for group in yaml.safe_load(handle)['groups'] for rule in group['rules']]
+    return rules_in(RULES)
 
 
 def recorded():
