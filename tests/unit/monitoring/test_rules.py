@@ -3,7 +3,7 @@
 """The recording and alerting rules pass `promtool check rules` and `promtool test rules` (rules_test.yml), every
 alert has a promtool test in which it fires and one in which it stays silent, and a runbook naming a playbook of
 the collection; the recorded names follow Prometheus's level:metric:operations and keep the scrape job and the
-user's labels; the Grafana dashboard shows every recorded series, filtered by its host and model variables.
+user's labels; the Grafana dashboard shows every recorded series (the routers' too), filtered by its host and model variables.
 
 promtool comes from Debian's prometheus package (scripts/setup-prometheus.sh); scripts/test.sh sets
 FLEET_REQUIRE_PROMTOOL=1 so that a missing promtool fails there instead of skipping."""
@@ -21,6 +21,7 @@ from fleet_collection import REPO_ROOT
 from prometheus_tools import rules_in
 
 RULES = os.path.join(REPO_ROOT, 'playbooks', 'files', 'prometheus', 'lmcache_vllm_fleet.rules.yml')
+ROUTER_RULES = os.path.join(REPO_ROOT, 'playbooks', 'files', 'prometheus', 'vllm_router.rules.yml')
 DASHBOARD = os.path.join(REPO_ROOT, 'playbooks', 'files', 'grafana', 'lmcache_vllm_fleet.json')
 HERE = os.path.dirname(os.path.abspath(__file__))
 LEVELS = ('host', 'model', 'job')
@@ -30,8 +31,8 @@ def rules():
     return rules_in(RULES)
 
 
-def recorded():
-    return [rule['record'] for rule in rules() if 'record' in rule]
+def recorded(path=RULES):
+    return [rule['record'] for rule in rules_in(path) if 'record' in rule]
 
 
 def alerts():
@@ -106,11 +107,16 @@ def test_the_dashboard_shows_every_recorded_series_by_host_and_model():
     exprs = [t['expr'] for panel in board['panels'] for t in panel['targets']]
     shown = {re.match(r'[\w:]+', expr).group(0) for expr in exprs}
     # the ":ratio" of the job (since each server started) is for queries, the panels show the running ones
-    assert shown - {'up'} == {r for r in recorded() if not (r.startswith('job:') and r.endswith(':ratio'))}
+    every = recorded() + recorded(ROUTER_RULES)
+    assert shown - {'up'} == {r for r in every if not (r.startswith('job:') and r.endswith(':ratio'))}
+    up = [expr for expr in exprs if expr.startswith('up{')]
+    assert up and all('router' in expr for expr in up), 'the routers are among the services shown up'
+    assert 'router' in variables['host']['query']['query'], 'a router host can be chosen'
     for expr in exprs:
         if expr.startswith('host:'):
             assert 'host=~"$host"' in expr, expr
-        if expr.startswith(('host:vllm', 'host:lmcache', 'model:')):
+        # a router's series carry its model_group, not a served model
+        if expr.startswith(('host:vllm', 'host:lmcache', 'model:')) and not expr.startswith('host:vllm_router'):
             assert 'model=~"$model"' in expr, expr
     assert all(t['datasource']['uid'] == '${datasource}' for panel in board['panels'] for t in panel['targets'])
     titles = [panel['title'] for panel in board['panels']]

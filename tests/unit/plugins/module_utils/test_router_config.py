@@ -4,7 +4,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+import yaml
+
+from fleet_collection import REPO_ROOT
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_config, router_units
 
@@ -104,6 +109,18 @@ def test_knobs_become_flags_and_null_leaves_the_routers_default():
     assert argv[argv.index('--cache-threshold') + 1] == '0.5'
     assert '--disable-retries' in argv and '--queue-size' not in argv
     assert 'is not a number' in errors_of(plan(vllm_router_cache_threshold=2))
+
+
+def test_the_roles_default_balance_threshold_spreads_conversations():
+    """The role's default (defaults/main.yml, equal to its argument spec) reaches the router's command line."""
+    with open(os.path.join(REPO_ROOT, 'roles', 'vllm_router', 'defaults', 'main.yml'), encoding='utf-8') as handle:
+        defaults = yaml.safe_load(handle)
+    with open(os.path.join(REPO_ROOT, 'roles', 'vllm_router', 'meta', 'argument_specs.yml'), encoding='utf-8') as h:
+        spec = yaml.safe_load(h)['argument_specs']['main']['options']['vllm_router_balance_abs_threshold']
+    assert defaults['vllm_router_balance_abs_threshold'] == spec['default'] == 2
+    argv = plan(**dict(defaults, vllm_router_instances=[{'group': 'qwen36_hosts', 'port': 30000,
+                                                           'metrics_port': 29000}]))['instances'][0]['argv']
+    assert argv[argv.index('--balance-abs-threshold') + 1] == '2'
 
 
 def test_no_secret_and_no_api_key_reaches_the_command_line():
