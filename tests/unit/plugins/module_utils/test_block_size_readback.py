@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/block_size_readback.py: N read back from the running vLLM.
+"""Unit tests for plugins/module_utils/block_size/block_size_readback.py: N read back from the running vLLM.
 
 The metric is the ``vllm:cache_config_info`` sample CUDA vLLM 0.24.0 exported on an H200
 (benchmarks/results/gpu-clamp-27b-gmu060-20261201T1510.json, labels as recorded there)."""
@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import os
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import block_size_readback as rb
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import service_status as ss
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size import block_size_readback as rb
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import service_status as ss
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULT = os.path.join(HERE, '..', '..', '..', '..', 'benchmarks', 'results', 'gpu-clamp-27b-gmu060-20261201T1510.json')

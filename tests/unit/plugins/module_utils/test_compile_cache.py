@@ -9,8 +9,8 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import compile_cache as cc
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import plan_host
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import compile_cache as cc
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.host_plan import plan_host
 
 MODEL = {"kind": "hub", "id": "Qwen/Qwen3.5-0.8B", "revision": "main"}
 

@@ -14,10 +14,10 @@ import argparse
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import lmcache_cli_table
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import managed_flags as mf
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli_table
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import lmcache_cli_table
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import managed_flags as mf
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import vllm_cli_table
 
 VLLM = vllm_cli_table.TABLE
 LMCACHE = lmcache_cli_table.TABLE

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.fingerprint import (
     canonical_json,
     compute_fingerprint,
     dist_versions_from_site_packages,
@@ -151,7 +151,7 @@ def test_inputs_are_json_and_named():
 
 
 def test_hardware_is_an_input_since_version_2():
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import (
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.fingerprint import (
         FINGERPRINT_FIELDS, FINGERPRINT_VERSION)
     inputs = fingerprint_inputs(HUB, "0.32.0", hardware={"kind": "cpu", "isa": ["avx512f"]})
     assert FINGERPRINT_VERSION == 3 and inputs["fingerprint_version"] == 3

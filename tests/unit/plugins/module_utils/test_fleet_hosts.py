@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_hosts import (
     duplicate_hosts,
     machine_key,
     template_error,

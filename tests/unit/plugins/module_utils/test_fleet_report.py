@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/fleet_report.py and the filters of plugins/filter/day2.py."""
+"""Unit tests for plugins/module_utils/report/fleet_report.py and the filters of plugins/filter/day2.py."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.lmcache_vllm.fleet.plugins.filter import day2
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report as fr
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import fleet_report as fr
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_rules import FleetRuleError
 
 
 def service(state='active', ok=True, present=True, status=200):
@@ -146,7 +146,7 @@ def test_file_sd_refuses_user_labels_named_like_the_plans():
 
 
 def test_the_status_row_shows_m_and_its_source():
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import fleet_report
     assert fleet_report._mamba({'mamba_cache_blocks': 6, 'source': 'refusal'}) == '6 (refusal)'
     assert fleet_report._mamba(None) == '-' and fleet_report._mamba({'mamba_cache_blocks': None}) == '-'
     assert ('mamba', 'M (source)') in fleet_report.COLUMNS

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/fleet_rules.py."""
+"""Unit tests for plugins/module_utils/plan/fleet_rules.py."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules as rules
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_variables
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import fleet_rules as rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import plan_variables
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_rules import FleetRuleError
 
 from rule_messages import HOST, assert_message, only
 

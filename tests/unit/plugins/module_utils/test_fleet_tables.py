@@ -14,9 +14,9 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.lmcache_vllm.fleet.plugins.filter import fleet_checks, fleet_table as table_filter
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report as fr
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report_pages as pages
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import machine_entry
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import fleet_report as fr
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import fleet_report_pages as pages
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_hosts import machine_entry
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/gpu_facts.py and the gpu_facts module.
+"""Unit tests for plugins/module_utils/block_size/gpu_facts.py and the gpu_facts module.
 
 This machine has no NVIDIA GPU: nvidia-smi is ``tests/doubles/nvidia-smi-double``, a TEST DOUBLE
 that prints saved nvidia-smi output (tests/unit/fixtures/nvidia-smi/). Files named ``h200-*.txt``
@@ -17,8 +17,8 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import gpu_facts as gf
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import hardware as hw
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size import gpu_facts as gf
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size import hardware as hw
 from ansible_collections.lmcache_vllm.fleet.plugins.modules import gpu_facts as gpu_facts_module
 
 HERE = os.path.dirname(os.path.abspath(__file__))

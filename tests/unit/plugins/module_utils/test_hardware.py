@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import hardware
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size import hardware
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.hardware import (
     GpuQueryError,
     compute_apps,
     cuda_architecture,

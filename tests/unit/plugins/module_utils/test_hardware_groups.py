@@ -9,10 +9,10 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import hardware_groups as hg
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import fingerprint_inputs
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import hardware_identity
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_report import plan_lines
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import hardware_groups as hg
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.fingerprint import fingerprint_inputs
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.hardware import hardware_identity
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report.fleet_report import plan_lines
 
 MODEL = {"kind": "hub", "id": "Qwen/Qwen3.5-0.8B", "revision": "main"}
 
@@ -151,8 +151,8 @@ def test_the_journal_seam_says_why_it_has_no_n(tmp_path):
 
 
 def test_every_input_of_n_of_the_one_table_separates_groups():
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import N_INPUTS
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import fingerprint_inputs
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.vllm_cli import N_INPUTS
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.fingerprint import fingerprint_inputs
     base = dict(model_id={"kind": "hub", "id": "m/x", "revision": "main"}, vllm_version="0.32.0",
                 hardware={"kind": "cpu", "machine": "x86_64", "cpu_model": "EPYC", "isa": ["avx2"]})
     other = {"tensor_parallel_size": 2, "dtype": "bfloat16", "kv_cache_dtype": "fp8", "mamba_ssm_cache_dtype": "float32",

@@ -1,15 +1,15 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/host_plan.py: the rules applied to one host."""
+"""Unit tests for plugins/module_utils/plan/host_plan.py: the rules applied to one host."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_variables
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import fleet_rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import plan_variables
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_rules import FleetRuleError
 
 from rule_messages import GOOD, HOST, assert_message, only, settings  # noqa: F401
 
@@ -402,7 +402,7 @@ def test_2n_and_more_needs_an_lmcache_connector_that_accepts_it():
 
 
 def test_version_tuple_and_pins():
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import fleet_rules
     assert fleet_rules.version_tuple('0.5.3') == (0, 5, 3)
     assert fleet_rules.version_tuple('0.5.10rc1') == (0, 5, 10)
     assert fleet_rules.version_tuple('main') is None

@@ -17,7 +17,7 @@ import subprocess
 import pytest
 
 import systemd_unit as su
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
 
 HOST = 'gpu-07'
 BASE = {'vllm_server_model': 'Qwen/Qwen3.5-0.8B'}

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import ownership
 
 HOST = 'gpu-07'
 BASE = {'vllm_server_model': 'Qwen/Qwen3.5-0.8B'}

@@ -1,12 +1,12 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/journal_diagnose.py and the journal_diagnose filter."""
+"""Unit tests for plugins/module_utils/block_size/journal_diagnose.py and the journal_diagnose filter."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnose import diagnose, last_error_line, summary
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.journal_diagnose import diagnose, last_error_line, summary
 from ansible_collections.lmcache_vllm.fleet.plugins.filter.diagnose import journal_diagnose
 
 HOST = 'gpu-01'

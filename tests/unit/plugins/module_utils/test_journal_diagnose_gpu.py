@@ -1,12 +1,12 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The NVIDIA driver and CUDA failures of plugins/module_utils/journal_diagnose.py."""
+"""The NVIDIA driver and CUDA failures of plugins/module_utils/block_size/journal_diagnose.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnose import diagnose
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.journal_diagnose import diagnose
 
 HOST = 'gpu-07'
 

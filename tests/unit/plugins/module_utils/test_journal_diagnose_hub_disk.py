@@ -11,8 +11,8 @@ import os
 import pytest
 
 from ansible_collections.lmcache_vllm.fleet.plugins.filter.diagnose import journal_diagnose
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_variables
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnose import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import plan_variables
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.journal_diagnose import (
     DEFAULT_UNITS, diagnose, path_variable)
 
 HOST = 'gpu-07'

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/kv_pool.py and the pool part of the host plan."""
+"""Unit tests for plugins/module_utils/kv/kv_pool.py and the pool part of the host plan."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool
 
 PASSWORD = 'correct-horse-battery-staple'
 STORE = {'kv_store_bind': '0.0.0.0', 'kv_store_allow_network': True, 'kv_store_password': PASSWORD,
@@ -241,7 +241,7 @@ def test_plans_errors_compare_the_pools_of_host_plans():
 def test_every_input_of_n_is_in_the_pool_key():
     """vllm_cli's table of the inputs of N: each is hashed as itself, as the resulting N (block_size, which a
     user's --block-size only raises) or as an optional input (speculative decoding as its draft tokens)."""
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import vllm_cli
     as_other = {'block_size': 'block_size', 'speculative_config': 'num_speculative_tokens'}
     keyed = set(kv_pool.PREFIX_INPUTS) | set(kv_pool.OPTIONAL_INPUTS)
     for name in vllm_cli.N_INPUT_NAMES:

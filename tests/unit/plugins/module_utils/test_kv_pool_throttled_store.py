@@ -17,13 +17,13 @@ import pytest
 
 from kv_store_tools import REDIS, SlowLink, fill, free_port, lmcache_metrics_double, running_store, timed_loads
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool_breakeven as breakeven
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config as ks
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import prometheus_text
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import explain_block_size
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import fleet_report
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool_breakeven as breakeven
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_config as ks
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import prometheus_text
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_predict import explain_block_size
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, '..', '..', 'fixtures', 'models', 'qwen3.5-0.8b', 'config.json')

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/kv_store_config.py: one store host's checks and files."""
+"""Unit tests for plugins/module_utils/kv/kv_store_config.py: one store host's checks and files."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 import systemd_unit as su
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config as ks
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_config as ks
 
 PASSWORD = 'correct-horse-battery-staple'
 GOOD = {'kv_store_password': PASSWORD}

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/kv_store_exporter.py: the KV store's Prometheus exporter in the store plan.
+"""Unit tests for plugins/module_utils/kv/kv_store_exporter.py: the KV store's Prometheus exporter in the store plan.
 
 The last test runs Debian's real prometheus-redis-exporter 1.45 against the real redis-server, both started from
 the rendered files (configuration, ACL file, the exporter's environment file and command). A missing binary skips
@@ -22,8 +22,8 @@ import pytest
 import systemd_unit as su
 from prometheus_tools import prometheus_program
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config as ks
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_exporter as kx
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_config as ks
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_exporter as kx
 
 PASSWORD = 'correct-horse-battery-staple'
 EXPORTER_PASSWORD = 'an-exporter-"$`\\-password'

@@ -1,14 +1,14 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the role kv_store creates on a store host (the store plan's ``ownership``), how each entry is classified
-and removed (plugins/module_utils/ownership.py), and the names and paths the store plan refuses."""
+and removed (plugins/module_utils/shared/ownership.py), and the names and paths the store plan refuses."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config as ks
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership as own
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_config as ks
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import ownership as own
 
 GOOD = {'kv_store_password': 'correct-horse-battery-staple'}
 DIR_ROOT = {'exists': True, 'link': False, 'type': 'dir', 'uid': 0, 'owner': 'root', 'mode': 0o755}

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/kv_store_sizing.py: a pool's bytes per token and largest value from the model's
+"""Unit tests for plugins/module_utils/kv/kv_store_sizing.py: a pool's bytes per token and largest value from the model's
 config (as LMCache lays out a hybrid's pages), the store's limits sized from them, and Debian's redis-server 7.0
 reading those limits (a real server on a free loopback port)."""
 
@@ -14,11 +14,11 @@ import time
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config as ks
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_sizing as sizes
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import explain_block_size
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_config as ks
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_sizing as sizes
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_predict import explain_block_size
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, '..', '..', 'fixtures', 'models')

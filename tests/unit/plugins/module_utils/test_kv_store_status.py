@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/kv_store_status.py (INFO as redis-server 7.0.15 prints it)."""
+"""Unit tests for plugins/module_utils/kv/kv_store_status.py (INFO as redis-server 7.0.15 prints it)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_status as st
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_status as st
 
 INFO = """# Server
 redis_version:7.0.15

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/mamba_clamp.py against what vLLM 0.24.0 did on an NVIDIA H200:
+"""Unit tests for plugins/module_utils/cli/mamba_clamp.py against what vLLM 0.24.0 did on an NVIDIA H200:
 Qwen3.6-27B at --gpu-memory-utilization 0.6 loaded 50.22 GiB of weights, had 28.94 GiB of KV cache
 memory and refused max_num_seqs 1024 with 604 Mamba cache blocks (../shared/reference/cuda-host.md)."""
 
@@ -11,8 +11,9 @@ import os
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan, mamba_clamp
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import explain_block_size
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import mamba_clamp
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_predict import explain_block_size
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, '..', '..', '..', 'fixtures', 'models')

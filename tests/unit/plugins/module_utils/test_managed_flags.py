@@ -13,11 +13,11 @@ import argparse
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import lmcache_cli_table
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import managed_flags as mf
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import lmcache_cli_table
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import managed_flags as mf
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import launch
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import request
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli_table
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import vllm_cli_table
 
 VLLM = vllm_cli_table.TABLE
 LMCACHE = lmcache_cli_table.TABLE
@@ -128,7 +128,7 @@ def test_the_probe_drops_every_spelling_of_its_own_flags():
 
 def test_every_flag_the_plan_writes_is_managed():
     """Whatever the units' argv set, extra_args cannot reach by any spelling (the rule and the argv agree)."""
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
     plan = host_plan.plan_host('h', {'vllm_server_model': 'Qwen/Qwen3.5-0.8B', 'vllm_server_max_num_seqs': 8,
                                      'vllm_server_max_model_len': 4096, 'vllm_server_gpu_memory_utilization': 0.8,
                                      'vllm_server_language_model_only': True, 'vllm_server_load_format': 'dummy',

@@ -11,9 +11,11 @@ import os
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import addresses, fleet_report, service_status
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config, kv_store_exporter
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import addresses
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import fleet_report
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import service_status
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_config, kv_store_exporter
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_rules import FleetRuleError
 
 V4_WILDCARDS = ['', '*', '0.0.0.0', '::ffff:0.0.0.0']
 V6_WILDCARDS = ['::', '[::]', '0:0:0:0:0:0:0:0', '::0', '0000:0000::0000', '[0:0:0:0:0:0:0:0]']

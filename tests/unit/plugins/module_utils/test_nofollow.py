@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""plugins/module_utils/nofollow.py on this machine: root in a directory a service user can write opens every
+"""plugins/module_utils/shared/nofollow.py on this machine: root in a directory a service user can write opens every
 component without following a link, packs only the service user's regular files and directories, and unpacks
 only regular files and directories below the caches (the playbook tests run the same through the modules)."""
 
@@ -12,7 +12,7 @@ import tarfile
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import nofollow
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import nofollow
 
 DIRS = ['.triton/cache', 'cache/torch_compile_cache']
 

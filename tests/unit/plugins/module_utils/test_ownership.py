@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The manifest logic (plugins/module_utils/ownership.py): what a deploy claims, what it refuses, what it
+"""The manifest logic (plugins/module_utils/shared/ownership.py): what a deploy claims, what it refuses, what it
 adopts from the previous release, and what remove.yml deletes. The observations are what the module's
 ``observe`` reads from a host (written out here as plain dicts)."""
 
@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership as own
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import ownership as own
 
 HOST = 'gpu-07'
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import redact
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import redact
 
 ENV = {'MY_DB_PASSWORD': 'hunter2-db-secret', 'WANDB_API_KEY': 'wandbkeyvalue123', 'S3_URL': 's3://u:pw-in-url@host/x',
        'SHORT_TOKEN': 'abc', 'USE_AUTH': 'true', 'PLAIN_SETTING': 'plainvalue'}

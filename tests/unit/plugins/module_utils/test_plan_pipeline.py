@@ -16,7 +16,8 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import mamba_clamp, plan_tree
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import mamba_clamp
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import plan_tree
 
 from fleet_collection import REPO_ROOT
 

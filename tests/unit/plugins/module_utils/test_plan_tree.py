@@ -13,9 +13,10 @@ import stat
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report, plan_tree
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import explain_block_size
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import plan_host, public_view
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import fleet_report
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import plan_tree
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_predict import explain_block_size
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.host_plan import plan_host, public_view
 
 from fleet_collection import REPO_ROOT
 

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_log import (
     MAX_LINE_CHARS,
     HEAD_LINES,
     TAIL_LINES,
@@ -32,7 +32,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log 
     parse_block_size_lines,
     scan_text,
 )
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.fingerprint import (
     FINGERPRINT_VERSION,
     canonical_json,
     compute_fingerprint,
@@ -51,8 +51,8 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.launch i
 )
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.process import ProbeProcess
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.request import probe_env
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_trust import UntrustedPath
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import redact, redact_text
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.probe_trust import UntrustedPath
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.redact import redact, redact_text
 
 SENTENCE = "to ensure that attention page size is >= mamba page size."
 RECORD = "(Worker pid=8882) INFO 11-30 09:48:08 [interface.py:1096] Setting attention block size to %d tokens " + SENTENCE

@@ -16,11 +16,11 @@ import time
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_log import (
     block_size_decision,
     scan_text,
 )
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.fingerprint import (
     FINGERPRINT_VERSION,
     compute_fingerprint,
     fingerprint_inputs,

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/prometheus_text.py (the /metrics reader of the status report)."""
+"""Unit tests for plugins/module_utils/status/prometheus_text.py (the /metrics reader of the status report)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import prometheus_text as pt
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import prometheus_text as pt
 
 # The shape LMCache 0.5.6's MP server and vLLM 0.32 print (prometheus_client, text format 0.0.4).
 LMCACHE_METRICS = '''\

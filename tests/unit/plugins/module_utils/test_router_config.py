@@ -11,7 +11,7 @@ import yaml
 
 from fleet_collection import REPO_ROOT
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_config, router_units
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router import router_config, router_units
 
 GROUPS = {'qwen36_hosts': ['gpu-01', 'gpu-02'], 'qwen35_hosts': ['gpu-03'], 'routers': ['rt-01']}
 WORKERS = {

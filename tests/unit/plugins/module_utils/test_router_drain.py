@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ansible_collections.lmcache_vllm.fleet.plugins.filter.router import FilterModule
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_admin, router_config, router_drain
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router import router_admin, router_config, router_drain
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from ansible_collections.lmcache_vllm.fleet.plugins.filter.router import router_stale_units
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_config, router_units
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router import router_config, router_units
 
 GROUPS = {'qwen36_hosts': ['gpu-01'], 'qwen35_hosts': ['gpu-03']}
 WORKERS = {

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_status
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router import router_status
 
 INSTANCE = {'service_name': 'vllm-router-small', 'group': 'small', 'listen': '127.0.0.1:30000',
             'policy': 'cache_aware', 'metrics_url': 'http://127.0.0.1:29000/metrics',
@@ -40,7 +40,7 @@ def test_no_healthy_worker():
 
 
 def test_file_sd_scrapes_a_wildcard_bind_at_the_hosts_address_and_names_loopback():
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_monitoring
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router import router_monitoring
     instance = dict(INSTANCE, metrics_port=29000)
     out = router_monitoring.file_sd([
         {'host': 'rt-01', 'address': '10.0.0.9', 'metrics_bind': '0.0.0.0', 'instances': [instance]},

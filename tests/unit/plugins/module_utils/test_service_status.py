@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/service_status.py (what the service_info module reads on a host).
+"""Unit tests for plugins/module_utils/status/service_status.py (what the service_info module reads on a host).
 
 The host is simulated: ``systemctl``, the venvs' python, ``journalctl`` and ``nvidia-smi`` answer from
 dicts, HTTP from a dict of URLs, files from a dict of paths.
@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import service_status as ss
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import service_status as ss
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import status_entries
 
 FP = 'a' * 64

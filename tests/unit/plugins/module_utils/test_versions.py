@@ -14,7 +14,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.lmcache_vllm.fleet.plugins.filter.versions import FilterModule
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.versions import versions_argv
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status.versions import versions_argv
 
 
 def test_prints_installed_versions_and_null_for_missing_ones():

@@ -9,14 +9,14 @@ import os
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fingerprint
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import hardware_groups
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import fingerprint
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import hardware_groups
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import launch
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import managed_flags
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_tree
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import vllm_cli_table
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import managed_flags
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import plan_tree
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import vllm_cli
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import vllm_cli_table
 from fleet_collection import REPO_ROOT
 
 # A value other than vLLM's default for every input of N, and the variable that sets it.
