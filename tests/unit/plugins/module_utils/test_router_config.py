@@ -118,8 +118,8 @@ def test_the_roles_default_balance_threshold_spreads_conversations():
     with open(os.path.join(REPO_ROOT, 'roles', 'vllm_router', 'meta', 'argument_specs.yml'), encoding='utf-8') as h:
         spec = yaml.safe_load(h)['argument_specs']['main']['options']['vllm_router_balance_abs_threshold']
     assert defaults['vllm_router_balance_abs_threshold'] == spec['default'] == 2
-    argv = plan(**dict(defaults, vllm_router_instances=[{'group': 'qwen36_hosts', 'port': 30000,
-                                                           'metrics_port': 29000}]))['instances'][0]['argv']
+    instances = [{'group': 'qwen36_hosts', 'port': 30000, 'metrics_port': 29000}]
+    argv = plan(**dict(defaults, vllm_router_instances=instances))['instances'][0]['argv']
     assert argv[argv.index('--balance-abs-threshold') + 1] == '2'
 
 
