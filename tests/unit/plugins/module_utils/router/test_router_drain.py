@@ -13,7 +13,7 @@ import yaml
 from ansible_collections.lmcache_vllm.fleet.plugins.filter.router import FilterModule
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router import router_admin, router_config, router_drain
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))))
 
 GROUPS = {'qwen36_hosts': ['gpu-01', 'gpu-02'], 'qwen35_hosts': ['gpu-03'], 'routers': ['rt-01', 'rt-02']}
 WORKERS = {

@@ -18,7 +18,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import f
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import fleet_report_pages as pages
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_hosts import machine_entry
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))))
 
 DEPLOYED = {
     '__fleet_plan': {'summary': {'model': 'Qwen/Qwen3.6-27B', 'tp': 2, 'hybrid': True, 'chunk_size': 784,

@@ -22,7 +22,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size impo
 from ansible_collections.lmcache_vllm.fleet.plugins.modules import gpu_facts as gpu_facts_module
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(HERE))))
 DOUBLE = os.path.join(TESTS, 'doubles', 'nvidia-smi-double')
 FIXTURES = os.path.join(TESTS, 'unit', 'fixtures', 'nvidia-smi')
 

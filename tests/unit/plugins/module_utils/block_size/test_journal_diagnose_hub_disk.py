@@ -16,7 +16,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.jour
     DEFAULT_UNITS, diagnose, path_variable)
 
 HOST = 'gpu-07'
-LOGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'fixtures', 'logs')
+LOGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), 'fixtures', 'logs')
 
 
 def journal(name):

@@ -20,7 +20,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache im
 FP = 'a' * 64
 OTHER_FP = 'b' * 64
 HERE = os.path.dirname(os.path.abspath(__file__))
-DOUBLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), 'doubles', 'nvidia-smi-double')
+DOUBLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(HERE)))), 'doubles', 'nvidia-smi-double')
 
 PARAMS = {
     'host': 'gpu-01', 'vllm_service': 'vllm', 'lmcache_service': 'lmcache-server',

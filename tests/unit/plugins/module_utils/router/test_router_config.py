@@ -150,7 +150,7 @@ def test_bad_names_and_paths_are_ownership_errors():
 def test_defaults_and_argument_specs_do_not_drift():
     import os
     import yaml
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))))
     with open(os.path.join(root, 'roles', 'vllm_router', 'meta', 'argument_specs.yml')) as handle:
         options = yaml.safe_load(handle)['argument_specs']['main']['options']
     defaults = router_config.router_defaults()

@@ -206,7 +206,7 @@ def test_adapter_json_for_given_inputs_is_the_plans():
 
 def test_the_wheelhouse_holds_the_pinned_store_client():
     import pathlib
-    script = pathlib.Path(__file__).parents[4] / 'scripts' / 'download-wheels.sh'
+    script = pathlib.Path(__file__).parents[5] / 'scripts' / 'download-wheels.sh'
     assert '"%s"' % kv_pool.CLIENT_PACKAGE in script.read_text()
     # LMCache 0.5.6's worker pool needs >= 2.3.0 (memoryview SET, buffer GET).
     assert tuple(int(x) for x in kv_pool.CLIENT_VERSION.split('.')[:2]) >= (2, 3)
