@@ -46,7 +46,7 @@ def _pool_values(checkout, n_inputs, derived, cfg, password, store_dir):
     code = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool, kv_store_config as ks
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool, kv_store_config as ks
 a = json.loads(sys.stdin.read())
 inputs = kv_pool.prefix_inputs(a['n_inputs'], a['derived'], a['cfg'])
 prefix = kv_pool.key_prefix(a['pool'], inputs)
