@@ -78,7 +78,7 @@ def render(args):
     out = {"models": {}, "store": None, "rendered": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "kv_code_sha256": {}}
     for name in ("kv_pool.py", "kv_store_config.py"):
-        with open(os.path.join(args.checkout, "plugins", "module_utils", name), "rb") as fh:
+        with open(os.path.join(args.checkout, "plugins", "module_utils", "kv", name), "rb") as fh:
             out["kv_code_sha256"][name] = hashlib.sha256(fh.read()).hexdigest()
     for name, spec in MODELS.items():
         with open(os.path.join(REPO, spec["host_vars"])) as fh:
