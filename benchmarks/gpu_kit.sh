@@ -119,7 +119,7 @@ EOF
 }
 
 glide_version() {  # $1: checkout; the store client's version from kv_pool.py (its one place)
-    sed -n "s/^CLIENT_VERSION = '\\([0-9.]*\\)'.*/\\1/p" "$1/plugins/module_utils/kv_pool.py"
+    sed -n "s/^CLIENT_VERSION = '\\([0-9.]*\\)'.*/\\1/p" "$1/plugins/module_utils/kv/kv_pool.py"
 }
 
 build_l2_archive() {  # $1: archive to write, $2: glide-sync version

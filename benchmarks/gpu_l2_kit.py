@@ -46,7 +46,7 @@ def _pool_values(checkout, n_inputs, derived, cfg, password, store_dir):
     code = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool, kv_store_config as ks
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool, kv_store_config as ks
 a = json.loads(sys.stdin.read())
 inputs = kv_pool.prefix_inputs(a['n_inputs'], a['derived'], a['cfg'])
 prefix = kv_pool.key_prefix(a['pool'], inputs)
@@ -78,7 +78,7 @@ def render(args):
     out = {"models": {}, "store": None, "rendered": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "kv_code_sha256": {}}
     for name in ("kv_pool.py", "kv_store_config.py"):
-        with open(os.path.join(args.checkout, "plugins", "module_utils", name), "rb") as fh:
+        with open(os.path.join(args.checkout, "plugins", "module_utils", "kv", name), "rb") as fh:
             out["kv_code_sha256"][name] = hashlib.sha256(fh.read()).hexdigest()
     for name, spec in MODELS.items():
         with open(os.path.join(REPO, spec["host_vars"])) as fh:

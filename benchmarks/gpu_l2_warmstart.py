@@ -217,7 +217,7 @@ def home_listing(home):
 
 def seed(source_home, target_home, tarball):
     """The deploy's copy: the dirs of compile_cache.home_relative_dirs into a tarball, unpacked in a new HOME."""
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import compile_cache as cc
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import compile_cache as cc
     rel = cc.home_relative_dirs(source_home, os.path.join(source_home, "cache"))
     present = [r for r in rel if os.path.isdir(os.path.join(source_home, r))]
     sizes = {r: round(du_bytes(os.path.join(source_home, r)) / 1048576, 1) for r in present}
@@ -237,7 +237,7 @@ def seed(source_home, target_home, tarball):
 
 
 def cache_key_of(host, model, env):
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import compile_cache as cc
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import compile_cache as cc
     try:
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, check=False).stdout.strip().split("\n")[0].split(", ")
@@ -428,7 +428,7 @@ def warmstart_phase(host, res, model, cold_home=None, tag=None, l2=False):
     log(model, "seed", ws["seed"])
     ws["seeded"], env = start_once(host, model, "%s-seeded" % tag, seeded_home, l2)
     ws["seeded_key"] = cache_key_of(host, model, env)
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import compile_cache as cc
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import compile_cache as cc
     ws["seed_decision"] = cc.seed_decision("first", ws["key"], "second", ws["seeded_key"])
     ws["home_after_seeded_mib"] = home_listing(seeded_home)
     # The same tarball unpacked at the same path (another host with the unit's HOME): the cold HOME is removed.

@@ -48,8 +48,9 @@ from fleet_collection import expose_collection  # noqa: E402
 
 expose_collection()
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan, kv_pool  # noqa: E402
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config  # noqa: E402
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool  # noqa: E402
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_config  # noqa: E402
 
 MODEL = os.path.join(REPO, 'tests', 'fixtures', 'models', 'qwen3-dense-tiny')
 LAUNCHER = os.path.join(REPO, 'roles', 'lmcache_server', 'files', 'fleet_lmcache_l2.py')

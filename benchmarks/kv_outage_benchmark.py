@@ -37,7 +37,8 @@ sys.path.insert(0, HERE)
 
 import kv_l2_benchmark as bench  # noqa: E402
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan, kv_pool  # noqa: E402
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool  # noqa: E402
 
 CASES = ('up', 'hung', 'down', 'back')
 

@@ -37,7 +37,8 @@ import bench_common
 import kv_l2_benchmark as pairs
 import router_workload as workload
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan, router_config
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router import router_config
 
 VLLM_COUNTERS = ('vllm:prefix_cache_queries_total', 'vllm:prefix_cache_hits_total',
                  'vllm:external_prefix_cache_queries_total', 'vllm:external_prefix_cache_hits_total',

@@ -41,7 +41,9 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, '.cache', 'collections'))
 from bench_common import DEFAULT_VENV, machine  # noqa: E402 pylint: disable=wrong-import-position
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import compile_cache, host_plan, nofollow  # noqa: E402
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import compile_cache
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import nofollow  # noqa: E402
 
 GROUP_VARS = os.path.join(REPO, 'inventories', 'sandbox', 'group_vars')
 

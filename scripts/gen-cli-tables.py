@@ -25,7 +25,7 @@ import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUT_DIR = os.path.join(REPO, 'plugins', 'module_utils')
+OUT_DIR = os.path.join(REPO, 'plugins', 'module_utils', 'cli')
 CACHE = os.environ.get('FLEET_CACHE', '/var/cache/lmcache-vllm-fleet')
 
 # Run inside a venv: prints the JSON of one parser (shared by both programs).

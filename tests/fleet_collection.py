@@ -45,7 +45,7 @@ def collections_tree(root):
 def expose_collection():
     """Make ``ansible_collections.lmcache_vllm.fleet`` importable in this Python."""
     try:
-        importlib.import_module('ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules')
+        importlib.import_module('ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_rules')
         return
     except ImportError:
         pass

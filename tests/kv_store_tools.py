@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A real redis-server configured by the store plan, read through a slow link, for the break-even tests
-(tests/unit/plugins/module_utils/test_kv_pool_throttled_store.py, tests/playbooks/test_status_l2_break_even.py).
+(tests/unit/plugins/module_utils/kv/test_kv_pool_throttled_store.py, tests/playbooks/test_status_l2_break_even.py).
 
 Test doubles, named as such:
 - ``SlowLink``: a TCP forwarder on loopback that passes the store's replies at a given rate (it stands in for a slow

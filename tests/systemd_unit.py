@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Read a rendered systemd unit the way systemd does (the tests' one reader of units; the collection
-only writes them, with ``plugins/module_utils/systemd_quote.py``), for what the tests check and the
+only writes them, with ``plugins/module_utils/shared/systemd_quote.py``), for what the tests check and the
 GPU harness runs by hand:
 ``ExecStart=`` (prefixes, quoting, C escapes, ``$VAR``/``${VAR}``, ``%%``), ``Environment=`` and
 ``EnvironmentFile=`` (systemd.syntax(7), systemd.service(5), systemd.exec(5))."""

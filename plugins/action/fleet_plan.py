@@ -19,9 +19,11 @@ from ansible.template import generate_ansible_template_vars, trust_as_template
 from ansible.utils.display import Display
 
 from ansible_collections.lmcache_vllm.fleet.plugins.lookup.model_config import read_model_config
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report, hardware_groups, kv_pool, plan_tree
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import public_view
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import VARIABLE_RE
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import fleet_report
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import hardware_groups, plan_tree
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.host_plan import public_view
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.plan_variables import VARIABLE_RE
 
 display = Display()
 

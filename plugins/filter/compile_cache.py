@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import compile_cache
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import compile_cache
 
 
 def compile_cache_key(plan, probe_inputs):

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report, kv_store_exporter
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_rules import FleetRuleError, monitoring_label_errors
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.prometheus_text import PrometheusTextError, parse
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import fleet_report
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_exporter
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_rules import FleetRuleError, monitoring_label_errors
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status.prometheus_text import PrometheusTextError, parse
 
 
 def _list_of_dicts(value, name):

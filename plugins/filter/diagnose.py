@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnose import diagnose
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.journal_diagnose import diagnose
 
 
 def journal_diagnose(text, service='vllm', host='', device='cuda', model=None, unit=None, paths=None):

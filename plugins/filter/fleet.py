@@ -11,8 +11,13 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 from ansible.utils.display import Display
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules, host_plan, package_spec, plan_variables
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import predict_block_size, explain_block_size
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import (
+    fleet_rules,
+    host_plan,
+    package_spec,
+    plan_variables,
+)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_predict import predict_block_size, explain_block_size
 
 display = Display()
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Fleet-wide checks of the inventory (the logic lives in module_utils/fleet_hosts.py).
+"""Fleet-wide checks of the inventory (the logic lives in module_utils/plan/fleet_hosts.py).
 
 ``fleet_duplicate_hosts`` names the inventory hosts that reach one machine; ``fleet_valid_summary`` says what a
 validation that found nothing wrong checked; ``fleet_unreachable_summary`` names the hosts a deploy could not
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_hosts import (
     REACH_VARIABLES, duplicate_hosts, machine_entry)
 
 

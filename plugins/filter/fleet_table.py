@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The one filter of the fleet tables (the logic lives in module_utils/fleet_report.py).
+"""The one filter of the fleet tables (the logic lives in module_utils/report/fleet_report.py).
 
 ``fleet_table`` builds the deploy summary, the status table or the GPU table of the hosts it is given,
 from their host variables. Documentation: ``plugins/filter/fleet_table.yml``.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_report
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import fleet_report
 
 
 def fleet_table(hosts, kind, hostvars):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import hardware_groups
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import hardware_groups
 
 
 def _pair(entry):

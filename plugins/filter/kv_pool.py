@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the LMCache L2 pools (``plugins/module_utils/kv_pool.py``).
+"""Filters of the LMCache L2 pools (``plugins/module_utils/kv/kv_pool.py``).
 
 Documentation of each filter lives in ``plugins/filter/<filter name>.yml``.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool, kv_store_config, kv_store_status
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool_breakeven
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool, kv_store_config, kv_store_status
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool_breakeven
 
 
 def kv_pool_errors(plans):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import mamba_clamp
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import mamba_clamp
 
 
 def predicted_mamba_blocks(config, prediction, gpus=None, gpu_architecture=None, gpu_memory_utilization=None,

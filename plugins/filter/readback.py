@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import block_size_readback
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size import block_size_readback
 
 
 def vllm_block_size_readback(metrics_text, journal=None, hybrid=True, platform='cuda'):

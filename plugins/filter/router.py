@@ -1,13 +1,17 @@
 # -*- coding: utf-8 -*-
 # Copyright: lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the routers: their status (plugins/module_utils/router_status.py), monitoring targets, stale units and
-the put-back decision of a drained host (plugins/module_utils/router_drain.py)."""
+"""Filters of the routers: their status (plugins/module_utils/router/router_status.py), monitoring targets, stale units and
+the put-back decision of a drained host (plugins/module_utils/router/router_drain.py)."""
 
 from __future__ import annotations
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import (
-    router_drain, router_monitoring, router_status, router_units)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router import (
+    router_drain,
+    router_monitoring,
+    router_status,
+    router_units,
+)
 
 
 def router_status_rows(instances, host, states, metrics):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The roles' reader of installed versions (the script lives in ``module_utils/versions.py``).
+"""The roles' reader of installed versions (the script lives in ``module_utils/status/versions.py``).
 
 Documentation: ``plugins/filter/versions_argv.yml``.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import versions
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import versions
 
 
 def versions_argv(python, names, new=False):

@@ -108,13 +108,13 @@ from ansible.errors import AnsibleError, AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import template_error
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_hosts import template_error
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool
 from ansible_collections.lmcache_vllm.fleet.plugins.lookup.model_config import read_model_config
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import plan_tree
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import request_key
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan_variables import VARIABLE_RE
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.ownership import FLEET_PATHS
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import plan_tree
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.host_plan import request_key
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.plan_variables import VARIABLE_RE
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.ownership import FLEET_PATHS
 
 KINDS = (None, 'expected', 'predicted', 'probed')
 

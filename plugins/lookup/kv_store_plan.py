@@ -58,7 +58,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv_store_config import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv.kv_store_config import (
     SERVING_HOMES, VARIABLE_RE, parse_apt_policy, plan_store)
 
 

@@ -44,9 +44,9 @@ _raw:
 from ansible.errors import AnsibleError, AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_drain
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fleet_hosts import template_error
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router_config import plan_from_inventory
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router import router_drain
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_hosts import template_error
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router.router_config import plan_from_inventory
 
 
 class LookupModule(LookupBase):

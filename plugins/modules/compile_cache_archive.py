@@ -92,7 +92,7 @@ import pwd
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import nofollow
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import nofollow
 
 
 def main():

@@ -126,8 +126,8 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import nofollow
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import ownership as own
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import nofollow
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import ownership as own
 
 try:
     import grp

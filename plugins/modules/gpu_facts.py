@@ -183,8 +183,8 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.gpu_facts import check_gpu_request, gpu_facts
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.journal_diagnose import diagnose
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.gpu_facts import check_gpu_request, gpu_facts
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.journal_diagnose import diagnose
 
 
 def explain_no_driver(facts):

@@ -85,7 +85,7 @@ in_flight:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_admin
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router import router_admin
 
 
 def apply(router_url, worker_url, present, check_mode, wait_idle=0, timeout=60):

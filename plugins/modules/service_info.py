@@ -309,8 +309,8 @@ from urllib.error import HTTPError, URLError
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_trust import UntrustedPath, read_trusted_text
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.service_status import collect
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.probe_trust import UntrustedPath, read_trusted_text
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status.service_status import collect
 
 
 def http_get(address, timeout):

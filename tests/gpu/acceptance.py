@@ -192,7 +192,7 @@ def _mamba_clamp():
     """The collection's own pure module (no Ansible import), loaded from this checkout."""
     import importlib.util
     spec = importlib.util.spec_from_file_location(
-        "mamba_clamp", os.path.join(REPO, "plugins", "module_utils", "mamba_clamp.py"))
+        "mamba_clamp", os.path.join(REPO, "plugins", "module_utils", "cli", "mamba_clamp.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

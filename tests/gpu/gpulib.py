@@ -31,8 +31,8 @@ from fleet_collection import expose_collection  # noqa: E402  # pylint: disable=
 
 expose_collection()
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import prometheus_text  # noqa: E402
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import (  # noqa: E402
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import prometheus_text  # noqa: E402
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.hardware import (  # noqa: E402
     GpuQueryError,
     compute_apps,
     gpu_inventory,

@@ -50,9 +50,9 @@ import l2lib  # noqa: E402
 import scores  # noqa: E402
 from fleet_collection import ansible_env, ansible_playbook_argv, collections_tree  # noqa: E402
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool  # noqa: E402
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool_breakeven as breakeven  # noqa: E402
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config  # noqa: E402
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool  # noqa: E402
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool_breakeven as breakeven  # noqa: E402
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_config  # noqa: E402
 
 LAUNCHER = os.path.join(REPO, "roles", "lmcache_server", "files", "fleet_lmcache_l2.py")
 STORE_USER = "lmcache"

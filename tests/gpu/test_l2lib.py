@@ -141,7 +141,7 @@ def test_resp_client_against_redis_server_with_the_planned_store(tmp_path):
     """Debian's redis-server with the configuration and ACL file kv_store_config plans: the pool's user reads
     STRLEN, MEMORY USAGE and SCAN, the default user is refused."""
     import gpulib  # noqa: F401  # exposes this checkout as the collection
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_config
     port, password = _free_port(), "p" * 24
     settings = {"kv_store_password": password, "kv_store_port": port, "kv_store_home": str(tmp_path / "data"),
                 "kv_store_config_dir": str(tmp_path / "conf"), "kv_store_maxmemory_mb": 64}

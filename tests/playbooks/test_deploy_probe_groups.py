@@ -13,9 +13,9 @@ import json
 import os
 import re
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.fingerprint import (
     compute_fingerprint, fingerprint_inputs, service_fingerprint)
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import hardware_identity
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.hardware import hardware_identity
 from fleet_playbook_helpers import REPO_ROOT, assert_no_contact
 
 PLAYBOOK = os.path.join(REPO_ROOT, 'tests', 'playbooks', 'deploy_probe_groups.yml')

@@ -21,7 +21,7 @@ import yaml
 
 from fleet_playbook_helpers import CONTACT_MARKERS, NO_CONTACT, REPO_ROOT
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import router_config
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router import router_config
 
 PLAYBOOK = os.path.join(REPO_ROOT, 'tests', 'playbooks', 'deploy_router_drain.yml')
 DOUBLE = os.path.join(REPO_ROOT, 'tests', 'doubles', 'openai_backend_double.py')

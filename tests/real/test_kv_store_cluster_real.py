@@ -37,8 +37,8 @@ import yaml
 from fleet_collection import collections_tree
 from fleet_real_probe_helpers import REPO, VENV as VLLM_VENV, skip_or_fail
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_pool
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config as ks
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_config as ks
 
 SERVER = '/usr/bin/redis-server'
 CLI = '/usr/bin/redis-cli'

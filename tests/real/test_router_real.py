@@ -23,8 +23,12 @@ import pytest
 
 from fleet_real_probe_helpers import REPO, skip_or_fail
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import (
-    router_admin, router_config, router_drain, router_status)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router import (
+    router_admin,
+    router_config,
+    router_drain,
+    router_status,
+)
 from ansible_collections.lmcache_vllm.fleet.plugins.modules import router_worker
 
 CACHE = os.environ.get('FLEET_CACHE', '/var/cache/lmcache-vllm-fleet')

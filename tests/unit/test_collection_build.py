@@ -48,8 +48,8 @@ REQUIRED = ('MANIFEST.json', 'FILES.json', 'README.md', 'COPYING', 'meta/runtime
             'roles/lmcache_server/meta/argument_specs.yml', 'roles/vllm_server/meta/argument_specs.yml',
             'roles/common/meta/argument_specs.yml', 'roles/common/files/fleet_wait_ready.py',
             'plugins/modules/block_size_probe.py', 'plugins/modules/gpu_facts.py', 'plugins/modules/service_info.py',
-            'plugins/module_utils/prometheus_text.py', 'plugins/module_utils/gpu_facts.py',
-            'plugins/module_utils/journal_diagnose.py', 'plugins/filter/day2.py', 'plugins/lookup/model_config.py',
+            'plugins/module_utils/status/prometheus_text.py', 'plugins/module_utils/block_size/gpu_facts.py',
+            'plugins/module_utils/block_size/journal_diagnose.py', 'plugins/filter/day2.py', 'plugins/lookup/model_config.py',
             'playbooks/deploy.yml', 'playbooks/plan.yml', 'playbooks/validate.yml', 'playbooks/status.yml',
             'playbooks/remove.yml', 'playbooks/monitoring.yml', 'playbooks/gpus.yml', 'playbooks/vars/fleet_host.yml',
             'playbooks/templates/status/fleet.html.j2', 'docs/upgrades.md', 'changelogs/changelog.yaml')

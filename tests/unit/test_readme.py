@@ -14,7 +14,7 @@ import yaml
 
 from fleet_collection import REPO_ROOT
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import journal_diagnose
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size import journal_diagnose
 
 FIRST_SCREEN = 30   # lines
 

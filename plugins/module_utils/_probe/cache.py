@@ -21,14 +21,14 @@ import os
 import tempfile
 import time
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import check_block_size
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_trust import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_log import check_block_size
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.probe_trust import (
     UntrustedPath,
     make_dirs,
     open_trusted,
     trusted_uids,
 )
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import redact
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.redact import redact
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.errors import (
     CacheFileError,
     CacheLockTimeout,

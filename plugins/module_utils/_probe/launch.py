@@ -11,12 +11,12 @@ __metaclass__ = type
 import inspect
 import json
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.managed_flags import reached
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.managed_flags import reached
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.vllm_cli import (
     n_input_argv,
     n_inputs_of,
 )
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli_table import TABLE as VLLM_TABLE
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.vllm_cli_table import TABLE as VLLM_TABLE
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import engine_launcher
 
 # Settings (vLLM's option destinations) that the probe sets itself; extra_args that reach them by any

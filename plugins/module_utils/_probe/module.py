@@ -10,7 +10,7 @@ __metaclass__ = type
 
 import time
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.redact import redact, redact_text
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.redact import redact, redact_text
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.errors import ProbeFailed
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.request import build_request
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.sources import first_answer

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import LogScanner
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_log import LogScanner
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import watchdog
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.errors import ProbeInterrupted
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.watchdog import descendants, stat_table

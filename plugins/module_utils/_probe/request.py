@@ -18,7 +18,7 @@ import json
 import os
 import subprocess
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.fingerprint import (
     FINGERPRINT_VERSION,
     VERSION_SNIPPET,
     compute_fingerprint,
@@ -32,16 +32,16 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint imp
     resolve_vllm_version,
     service_fingerprint,
 )
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.hardware import (
     GpuQueryError,
     gpu_inventory,
     hardware_identity,
     read_cpuinfo,
     visible_gpus,
 )
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.managed_flags import SHRINK_BLOCKING_DESTS
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.probe_trust import trusted_uids
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.vllm_cli import N_INPUT_NAMES
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.managed_flags import SHRINK_BLOCKING_DESTS
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.probe_trust import trusted_uids
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.vllm_cli import N_INPUT_NAMES
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import ProbeCache
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.errors import ProbeFailed
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.host import Host, executable, venv_python

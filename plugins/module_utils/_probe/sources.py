@@ -16,19 +16,19 @@ import os
 import time
 import traceback
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_journal import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_journal import (
     default_fingerprint_file,
     read_journal_head,
     service_block_size,
 )
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_log import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_log import (
     ProbeError,
     block_size_decision,
     find_error_tail,
     summarize_error,
     usage_error,
 )
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import GpuQueryError, compute_apps
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.hardware import GpuQueryError, compute_apps
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import CACHED_KEYS
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.errors import ProbeFailed
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.launch import (

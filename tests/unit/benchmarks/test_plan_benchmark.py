@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import plan_host
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.host_plan import plan_host
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ from fleet_collection import REPO_ROOT
 from prometheus_tools import prometheus_program
 
 from ansible_collections.lmcache_vllm.fleet.plugins.filter.kv_pool import kv_pool_break_even_rules
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import explain_block_size
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_predict import explain_block_size
 
 RULES = os.path.join(REPO_ROOT, 'playbooks', 'files', 'prometheus', 'lmcache_vllm_fleet.rules.yml')
 MODEL = os.path.join(REPO_ROOT, 'tests', 'unit', 'fixtures', 'models', 'qwen3.6-27b', 'config.json')

@@ -10,7 +10,8 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import fleet_rules, host_plan, kv_store_config, plan_variables
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import fleet_rules, host_plan, plan_variables
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLES = ('lmcache_server', 'vllm_server', 'kv_store')

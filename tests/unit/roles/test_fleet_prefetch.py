@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import host_plan
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import host_plan
 
 Entry = collections.namedtuple('Entry', 'filename file_size is_cached')
 GIB = 1024 ** 3

@@ -134,7 +134,7 @@ def test_kv_transfer_config_filter_errors(args, text):
 # ----------------------------------------------------------------- host_plan_public
 
 def test_host_plan_public_hides_the_secrets():
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.host_plan import plan_host
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.host_plan import plan_host
     plan = plan_host('gpu-03', dict(GOOD, vllm_server_api_key='sk-live-123', vllm_server_hf_token='hf_' + 'a' * 30,
                                     vllm_server_env={'HF_HUB_OFFLINE': '1'}), n=784, n_kind='probed')
     assert plan['vllm']['env_file']['VLLM_API_KEY'] == 'sk-live-123'

@@ -13,7 +13,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.lmcache_vllm.fleet.plugins.filter.kv_pool import FilterModule
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils import kv_store_config as ks
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_config as ks
 
 FILTER_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))), 'plugins', 'filter')

@@ -10,7 +10,7 @@ import os
 import yaml
 
 from ansible_collections.lmcache_vllm.fleet.plugins.filter import mamba, readback
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import explain_block_size
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_predict import explain_block_size
 
 UNIT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REPO_ROOT = os.path.dirname(os.path.dirname(UNIT_DIR))

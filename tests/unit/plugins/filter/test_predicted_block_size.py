@@ -118,7 +118,7 @@ def test_cpu_architecture_selects_the_cpu_kernel_and_block():
 
 
 def test_gpu_inventory_dicts_are_accepted():
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import parse_gpu_inventory
+    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.hardware import parse_gpu_inventory
     with open(os.path.join(SMI, 'synthetic-h200x2-query-gpu.txt')) as f:
         gpus = parse_gpu_inventory(f.read())
     assert predict(load('qwen3.6-27b'), architecture=gpus) == 784

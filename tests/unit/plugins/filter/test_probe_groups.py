@@ -12,8 +12,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.lmcache_vllm.fleet.plugins.filter.groups import FilterModule
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.fingerprint import fingerprint_inputs
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.hardware import hardware_identity
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.fingerprint import fingerprint_inputs
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.hardware import hardware_identity
 
 probe_groups = FilterModule().filters()['probe_groups']
 

@@ -15,7 +15,7 @@ from ansible import constants as C
 
 from ansible_collections.lmcache_vllm.fleet.plugins.lookup import model_config
 from ansible_collections.lmcache_vllm.fleet.plugins.lookup.model_config import LookupModule, find_model_config, hub_cache_dirs, read_model_config
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size_predict import predict_block_size
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_predict import predict_block_size
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 MODELS = os.path.join(REPO_ROOT, 'tests', 'fixtures', 'models')

@@ -1,0 +1,172 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, lmcache_vllm.fleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Hardware groups: hosts whose inputs of N are identical probe once, on one host (the canary).
+
+Two hosts with the same fingerprint inputs (``fingerprint.fingerprint_inputs``: model, vLLM version,
+platform, TP, dtypes, block size, speculative configuration, the extra arguments and environment that
+change N, and the hardware) print the same N. The hardware identity of the probe's fingerprint names
+each GPU (index, UUID) so that a cached N never crosses machines; a group compares the hardware by
+kind instead: the GPU models, compute capabilities and memory sizes in order (so their count), the
+driver version, or the CPU model and ISA flags.
+
+Pure logic, used on the control node:
+
+``group_inputs(inputs)`` / ``group_key(inputs)``
+    The fingerprint inputs without the probe mode and without per-device identity, and their hash.
+``form_groups(hosts, cached=())``
+    ``hosts``: ``[(host, inputs or None), ...]`` in inventory order. Returns the groups in order of
+    first appearance, each ``{'name': 'G1', 'key', 'canary', 'members', 'inputs'}``; the canary is the
+    first member whose N is already cached (``cached``), else the first member. A host without inputs
+    is a group of its own (it probes itself).
+``describe(group)``
+    One line for people (the plan's and the deploy's output).
+``take_canary_n(groups, canary_n)``
+    Each host's N: the canary's from its probe, the others' from the canary (source ``group``); a
+    group whose canary has no N probes every member itself (listed in ``probe_self``).
+``confirm(host, assigned, read_back)``
+    A non-canary host's N read back from its own service after its first start against the N it was
+    given: ``confirmed``, ``differs`` (re-probe the host, stop its service, report) or ``unconfirmed``.
+``read_back_journal(run, read_journal, service_name, fingerprint_file, service_fingerprint, ...)``
+    The seam of the confirmation: ``(N or None, reason)`` of the running service, read today from its
+    journal (``block_size_journal.service_block_size``, on the host); a reader of vLLM's
+    ``vllm:cache_config_info`` metric can replace it with the same result shape.
+``plan_groups(rows)``
+    The groups plan.yml shows, from each host's plan (its inputs of N and the GPU kind N is predicted
+    for; the hardware itself is only known on the host).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_journal import service_block_size
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.fingerprint import canonical_json, sha256_bytes
+
+# What identifies one device rather than its kind: left out of a group's hardware.
+DEVICE_IDENTITY = ("index", "uuid")
+
+
+def group_hardware(hardware):
+    """The hardware by kind (no GPU index or UUID); None stays None."""
+    if not isinstance(hardware, dict):
+        return hardware
+    out = copy.deepcopy(hardware)
+    if isinstance(out.get("gpus"), list):
+        out["gpus"] = [dict((k, v) for k, v in gpu.items() if k not in DEVICE_IDENTITY) for gpu in out["gpus"]]
+    return out
+
+
+def group_inputs(inputs):
+    """The fingerprint inputs that make two hosts print the same N (no probe mode, hardware by kind)."""
+    out = dict((k, v) for k, v in (inputs or {}).items() if k != "probe_mode")
+    out["hardware"] = group_hardware(out.get("hardware"))
+    return out
+
+
+def group_key(inputs):
+    """sha256 hex of :func:`group_inputs`."""
+    return sha256_bytes(canonical_json(group_inputs(inputs)).encode("utf-8"))
+
+
+def form_groups(hosts, cached=()):
+    """The hardware groups of ``hosts`` (see the module docstring)."""
+    cached = set(cached or ())
+    groups, by_key = [], {}
+    for host, inputs in hosts:
+        key = group_key(inputs) if inputs else None
+        if key is None or key not in by_key:
+            group = {"name": "G%d" % (len(groups) + 1), "key": key, "canary": host, "members": [],
+                     "inputs": group_inputs(inputs) if inputs else None}
+            groups.append(group)
+            if key is not None:
+                by_key[key] = group
+        group = by_key[key] if key is not None else groups[-1]
+        group["members"].append(host)
+    for group in groups:
+        first_cached = [h for h in group["members"] if h in cached]
+        if first_cached:
+            group["canary"] = first_cached[0]
+        group["members"] = [group["canary"]] + [h for h in group["members"] if h != group["canary"]]
+    return groups
+
+
+def describe(group):
+    """One line for people: the group, its size, where it probes and who takes that N."""
+    others = group["members"][1:]
+    shown = ", ".join(others[:5]) + (" and %d more" % (len(others) - 5) if len(others) > 5 else "")
+    return "probe group %s: %d host(s), probed on %s%s" % (
+        group["name"], len(group["members"]), group["canary"], ", taken by " + shown if others else "")
+
+
+def take_canary_n(groups, canary_n):
+    """{'assigned': {host: {'block_size', 'source', 'group', 'canary'}}, 'probe_self': [hosts]}.
+
+    ``canary_n``: {canary: N or None} (None when the canary's probe failed)."""
+    assigned, probe_self = {}, []
+    for group in groups:
+        n = canary_n.get(group["canary"])
+        for host in group["members"]:
+            if host == group["canary"]:
+                source = "probe"
+            elif n is None:
+                probe_self.append(host)
+                continue
+            else:
+                source = "group"
+            assigned[host] = {"block_size": n, "source": source, "group": group["name"], "canary": group["canary"]}
+    return {"assigned": assigned, "probe_self": probe_self}
+
+
+def confirm(host, assigned, read_back):
+    """A host's N read back from its own service against the N its group gave it.
+
+    ``assigned``: the host's entry of :func:`take_canary_n`; ``read_back``: ``(N or None, reason)`` from
+    the running service (the journal reader today, vLLM's cache metric later). Returns
+    ``{'outcome', 'message', 'reprobe', 'stop_service'}``."""
+    n_read, reason = read_back
+    given = assigned["block_size"]
+    label = "host %s (group %s, canary %s)" % (host, assigned["group"], assigned["canary"])
+    if assigned["source"] != "group":
+        return {"outcome": "confirmed", "message": "%s: N=%s from its own probe" % (label, given),
+                "reprobe": False, "stop_service": False}
+    if n_read is None:
+        return {"outcome": "unconfirmed", "reprobe": False, "stop_service": False,
+                "message": "%s: N=%s from the canary, not confirmed from the service: %s" % (label, given, reason)}
+    if int(n_read) == int(given):
+        return {"outcome": "confirmed", "reprobe": False, "stop_service": False,
+                "message": "%s: the service confirms the canary's N=%s" % (label, given)}
+    return {"outcome": "differs", "reprobe": True, "stop_service": True,
+            "message": ("%s: its service reports N=%s, the canary's N=%s; its new service is stopped and its previous "
+                        "units are put back (never left running with flags made for another N); its hardware or inputs "
+                        "differ from the canary's in a way the fingerprint does not see: it is probed on its own, and "
+                        "the next deploy (--limit %s) plans it with its own N" % (label, n_read, given, host))}
+
+
+def read_back_journal(run, read_journal, service_name, fingerprint_file, service_fingerprint, **options):
+    """(N or None, reason) read back from the running unit's journal, for :func:`confirm`.
+
+    ``options``: expected_ranks, platform, vllm_version (and the clocks) of
+    ``block_size_journal.service_block_size``."""
+    result, info = service_block_size(run, read_journal, service_name, fingerprint_file, service_fingerprint,
+                                      **options)
+    if result is None:
+        return None, info.get("reason")
+    return result.get("vllm_block_size"), info.get("reason")
+
+
+def plan_key(row):
+    """What plan.yml groups by: the host's inputs of N and the GPU kind and count it is planned for."""
+    inputs = dict(row.get("n_inputs") or {})
+    inputs["gpu_kind"] = row.get("gpu_kind")
+    inputs["gpus"] = row.get("gpus")
+    return sha256_bytes(canonical_json(inputs).encode("utf-8"))
+
+
+def plan_groups(rows):
+    """{host: group name} and the groups ({'name', 'canary', 'members'}) of plan.yml's rows."""
+    groups = form_groups([(row["host"], {"plan": plan_key(row)}) for row in rows])
+    names = dict((host, group["name"]) for group in groups for host in group["members"])
+    return names, [{"name": g["name"], "canary": g["canary"], "members": g["members"]} for g in groups]

