@@ -22,6 +22,8 @@
 # .deb files of L2_DEBS, with the libraries an Ubuntu 24.04 image may lack, beside it in lib/) and the store
 # client LMCache's valkey adapter imports (valkey-glide-sync, the version kv_pool.py names), unpacked to
 # $KIT_ROOT/l2 and put on the venv's path.
+# The P2P cases' parts (p2p.part-*, cached as p2p-nixl<version>.tar.xz): NIXL's Python bindings for CUDA 13
+# (nixl-cu13, with the UCX it bundles), LMCache's P2P transfer channel, unpacked to $KIT_ROOT/p2p.
 set -euo pipefail
 
 KIT_ROOT=${GPU_KIT_ROOT:-/opt/gpukit}
@@ -35,6 +37,7 @@ ANSIBLE_PIN=ansible-core==2.19.14
 # image may lack of its libraries (ldd: the others come with its base system and python3).
 L2_DEBS="redis-server redis-tools libjemalloc2 liblzf1 libatomic1"
 L2_LIBS="libjemalloc.so.2 liblzf.so.1 libatomic.so.1"
+NIXL_PIN=nixl-cu13==1.5.1
 # Provided by the image (torch 2.11.0+cu130) or not loaded on Hopper: kept out of the resolution.
 EXCLUDED="torch torchaudio torchvision triton numpy cupy-cuda13x flashinfer-python flashinfer-cubin
 flashinfer-jit-cache nvidia-cutlass-dsl nvidia-cutlass-dsl-libs-base nvidia-cutlass-dsl-libs-cu13 nvidia-cuda-nvcc
@@ -149,6 +152,22 @@ build_l2_archive() {  # $1: archive to write, $2: glide-sync version
     rm -rf "$w"
 }
 
+build_p2p_archive() {  # $1: archive to write
+    local out=$1 w plat=""
+    w=$(mktemp -d)
+    log "P2P part: $NIXL_PIN"
+    for p in $PLATFORMS; do plat="$plat --platform $p"; done
+    # shellcheck disable=SC2086
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $plat \
+        -d "$w/wheels" "$NIXL_PIN"
+    # shellcheck disable=SC2086
+    python3 -m pip install -q --no-deps --no-compile --only-binary=:all: --python-version 3.12 --implementation cp \
+        $plat --target "$w/p2p/site" "$w"/wheels/*.whl
+    tar -C "$w" -cf - p2p | xz -T0 -6 > "$out.tmp"
+    mv "$out.tmp" "$out"
+    rm -rf "$w"
+}
+
 cmd_build() {
     local top cache parts commit l2
     top=$(git rev-parse --show-toplevel)
@@ -158,10 +177,13 @@ cmd_build() {
     [ -s "$cache/site.tar.xz" ] || build_site_archive "$cache"
     l2="$cache/l2-glide$(glide_version "$top").tar.xz"
     [ -s "$l2" ] || build_l2_archive "$l2" "$(glide_version "$top")"
+    p2p="$cache/p2p-${NIXL_PIN//==/-}.tar.xz"
+    [ -s "$p2p" ] || build_p2p_archive "$p2p"
     rm -rf "$parts" && mkdir -p "$parts"
     split -b "$PART_SIZE" -d -a 2 "$cache/site.tar.xz" "$parts/kit.part-"
     split -b "$PART_SIZE" -d -a 2 "$l2" "$parts/l2.part-"
-    (cd "$parts" && sha256sum kit.part-* l2.part-* > kit.sha256)
+    split -b "$PART_SIZE" -d -a 2 "$p2p" "$parts/p2p.part-"
+    (cd "$parts" && sha256sum kit.part-* l2.part-* p2p.part-* > kit.sha256)
     commit=$(git -C "$top" rev-parse HEAD)
     git -C "$top" archive --format=tar.gz -o "$parts/tree.tar.gz" "$commit"
     git -C "$top" ls-tree -r "$commit" > "$parts/tree.ls"
@@ -181,6 +203,9 @@ cmd_build() {
     for ((i = 0; i < n - 1; i++)); do
         printf '  run  command: bash .gpu-parts/gpu_kit.sh recv   carry: [".gpu-parts/gpu_kit.sh", ".gpu-parts/kit.part-%02d"]\n' "$i"
     done
+    for f in "$parts"/p2p.part-*; do
+        printf '  run  command: bash .gpu-parts/gpu_kit.sh recv   carry: [".gpu-parts/gpu_kit.sh", ".gpu-parts/%s"]\n' "$(basename "$f")"
+    done
     printf '  run  command: bash .gpu-parts/gpu_kit.sh start  carry: [".gpu-parts/gpu_kit.sh", ".gpu-parts/gpu_kit_driver.sh", ".gpu-parts/kit.part-%s"%s, ".gpu-parts/kit.sha256", ".gpu-parts/tree.tar.gz", ".gpu-parts/tree.ls", ".gpu-parts/commit"]\n' "$last" "$l2carry"
     echo '  run  command: bash .gpu-parts/gpu_kit.sh poll 540   carry: [".gpu-parts/gpu_kit.sh"]   (again until it prints DONE)'
 }
@@ -192,7 +217,7 @@ cmd_recv() {
     echo "$(date -u +%FT%TZ) $(hostname) $(cat /proc/sys/kernel/random/boot_id)" >> "$KIT_ROOT/calls"
     log "calls that reached this host (a fresh host has one line):"
     cat "$KIT_ROOT/calls"
-    for f in "$here"/kit.part-* "$here"/l2.part-* "$here"/kit.sha256 "$here"/tree.tar.gz "$here"/tree.ls "$here"/commit \
+    for f in "$here"/kit.part-* "$here"/l2.part-* "$here"/p2p.part-* "$here"/kit.sha256 "$here"/tree.tar.gz "$here"/tree.ls "$here"/commit \
              "$here"/gpu_kit_driver.sh; do
         [ -e "$f" ] && cp "$f" "$KIT_ROOT/parts/"
     done
@@ -207,6 +232,7 @@ make_venv() {  # the kit's site first, then the image's own site-packages (its t
     {
         echo "$KIT_ROOT/site"
         [ -d "$KIT_ROOT/l2/site" ] && echo "$KIT_ROOT/l2/site"
+        [ -d "$KIT_ROOT/p2p/site" ] && echo "$KIT_ROOT/p2p/site"
         python3 -c 'import site, sys
 for d in site.getsitepackages() + [site.getusersitepackages()]:
     print("import site; site.addsitedir(%r)" % d)'
@@ -230,15 +256,19 @@ cmd_start() {
         exit 1
     fi
     log "unpacking"
-    rm -rf "$KIT_ROOT/site" "$KIT_ROOT/l2" "$KIT_ROOT/tree" "$KIT_ROOT/venv" "$KIT_ROOT/results"
+    rm -rf "$KIT_ROOT/site" "$KIT_ROOT/l2" "$KIT_ROOT/p2p" "$KIT_ROOT/tree" "$KIT_ROOT/venv" "$KIT_ROOT/results"
     awk '$2 ~ /^kit\.part-/ {print $2}' kit.sha256 | xargs cat | xz -d -T0 | tar -C "$KIT_ROOT" -xf -
     if grep -q ' l2\.part-' kit.sha256; then
         awk '$2 ~ /^l2\.part-/ {print $2}' kit.sha256 | xargs cat | xz -d -T0 | tar -C "$KIT_ROOT" -xf -
+    fi
+    if grep -q ' p2p\.part-' kit.sha256; then
+        awk '$2 ~ /^p2p\.part-/ {print $2}' kit.sha256 | xargs cat | xz -d -T0 | tar -C "$KIT_ROOT" -xf -
     fi
     mkdir -p "$KIT_ROOT/tree" "$KIT_ROOT/results"
     tar -C "$KIT_ROOT/tree" -xzf tree.tar.gz
     make_venv
     check_l2
+    check_p2p
     log "unpacked: $(du -sm "$KIT_ROOT/site" | cut -f1) MiB; importing what the units and the plan load"
     # What vLLM's API server, LMCache's connector and server and ansible-playbook import at start: a kit that
     # misses a module fails here, in seconds, instead of in the first case's probe.
@@ -264,6 +294,15 @@ check_l2() {  # the L2 cases' part: a failure here fails only those cases (the a
         || ! "$KIT_ROOT/venv/bin/python" -c 'import glide_sync, lmcache.v1.distributed.l2_adapters.valkey_l2_adapter
 print("glide_sync and LMCache valkey adapter import")' 2>&1 | tail -1; then
         echo "L2 PART BROKEN: the l2 cases will fail"
+    fi
+}
+
+check_p2p() {  # the P2P cases' part: a failure here fails only those cases
+    [ -d "$KIT_ROOT/p2p/site" ] || return 0
+    if ! "$KIT_ROOT/venv/bin/python" -c 'from lmcache.v1.distributed.transfer_channel.impl import nixl_impl
+agent, config = nixl_impl._load_nixl()
+print("NIXL loads:", agent.__module__)' 2>&1 | tail -2; then
+        echo "P2P PART BROKEN: the p2p cases will fail"
     fi
 }
 

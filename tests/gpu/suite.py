@@ -18,6 +18,8 @@ tree's check against it (``tree_check``, from ``benchmarks/gpu_kit.sh``) and eve
 The ``l2-*`` cases are benchmarks of the L2 pool on a store on the same host (``l2case.py``): TTFT of a miss, an L1
 hit and an L2 hit per chunk multiple and prompt length, the store's bytes per key, the L2 load throughput, the
 break-even; each runs after the acceptance case of its model, on its probe cache and compile caches.
+The ``p2p-*`` cases (``p2pcase.py``) measure LMCache's peer-to-peer L2 instead of a store: a prompt computed through
+one LMCache server is loaded by a second one from the first one's L1 (NIXL; ``-tcp``: UCX over TCP).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ sys.path[:0] = [HERE]
 
 import acceptance  # noqa: E402
 import l2case  # noqa: E402
+import p2pcase  # noqa: E402
 
 MODELS = os.path.join(REPO, "tests", "fixtures", "models")
 CASES = {
@@ -45,7 +48,11 @@ CASES = {
     "0.8b": ("qwen3.5-0.8b", "h200-host-vars.yml", None),
     "l2-27b": ("qwen3.6-27b", "h200-27b-host-vars.yml", 0.6),
     "l2-0.8b": ("qwen3.5-0.8b", "h200-host-vars.yml", None),
+    "p2p-27b": ("qwen3.6-27b", "h200-27b-host-vars.yml", 0.6),
+    "p2p-27b-tcp": ("qwen3.6-27b", "h200-27b-host-vars.yml", 0.6),
 }
+# The P2P cases' extra arguments (p2pcase.py): UCX's transports for the transfer channel.
+P2P_ARGS = {"p2p-27b": [], "p2p-27b-tcp": ["--ucx-tls", "tcp"]}
 # Seconds of measurements an L2 case may spend after its vLLM is healthy (then the steps left are skipped).
 L2_BUDGET = {"l2-27b": 420, "l2-0.8b": 240}
 # The chunk multiples of each L2 case, in the order they run (each k restarts vLLM once more for its L2 hits, and
@@ -91,12 +98,22 @@ def l2_summary(name, res):
             "skipped_steps": res.get("skipped_steps"), "error": "; ".join(res.get("errors") or [])[:1000] or None}
 
 
+def p2p_summary(name, res):
+    """The line of one P2P case in the suite's table (its rows: p2pcase.py's summary)."""
+    return {"case": name, "result": res.get("result"), "N": res.get("N"), "ucx_tls": res.get("ucx_tls"),
+            "vllm_healthy_s": (res.get("timings_s") or {}).get("vllm_healthy"), "rows": res.get("summary"),
+            "failed_checks": sorted(k for k, v in (res.get("checks") or {}).items() if not v),
+            "skipped_steps": res.get("skipped_steps"), "error": "; ".join(res.get("errors") or [])[:1000] or None}
+
+
 def run_case(name, args, case_dir, probe_cache):
     """One case (acceptance or L2); its result."""
     out = os.path.join(case_dir, "result.json")
     work, logs = os.path.join(case_dir, "work"), os.path.join(case_dir, "logs")
     if name.startswith("l2-"):
         l2case.main(l2_argv(name, args.venv, out, work, logs, probe_cache, args.redis_server))
+    elif name.startswith("p2p-"):
+        p2pcase.main(case_argv(name, args.venv, out, work, logs, probe_cache) + P2P_ARGS[name])
     else:
         acceptance.main(case_argv(name, args.venv, out, work, logs, probe_cache))
     with open(out) as fh:
@@ -160,7 +177,8 @@ def main(argv=None):
             case = {"result": "fail", "error": "%s: %s" % (type(exc).__name__, str(exc)[-2000:])}
         case["wall_s"] = round(time.monotonic() - t0, 1)
         res["cases"][name] = case
-        res["summary"].append((l2_summary if name.startswith("l2-") else summary)(name, case))
+        res["summary"].append((l2_summary if name.startswith("l2-") else p2p_summary if name.startswith("p2p-")
+                               else summary)(name, case))
         print(json.dumps(res["summary"][-1]), flush=True)
         with open(args.out, "w") as fh:
             json.dump(res, fh, indent=1)

@@ -28,7 +28,7 @@ def test_cases_set_only_venvs_and_utilization_and_never_max_num_seqs():
         assert argv[argv.index("--probe-cache") + 1] == "p/cache.fact"
     gmus = {name: suite.CASES[name][2] for name in suite.CASES}
     assert gmus == {"27b-gmu0.6": 0.6, "27b-gmu0.5": 0.5, "27b-gmu0.9": 0.9, "0.8b": None, "l2-27b": 0.6,
-                    "l2-0.8b": None}
+                    "l2-0.8b": None, "p2p-27b": 0.6, "p2p-27b-tcp": 0.6}
 
 
 def test_l2_cases_run_after_the_acceptance_case_of_their_model_on_its_units():
