@@ -5,9 +5,9 @@
 #   FLEET_STAGES="pytest-real lint sanity pytest unit-ansible-2.20 molecule-default"
 #   to pick stages; FLEET_PYTEST_WORKERS=N (default: one per core) for the pure pytest tiers.
 # The stages run in two lanes at once: the molecule scenario (its hosts need most of the memory), and every other
-# stage one after the other beside it. Most of a molecule run waits on its hosts, so
-# the second lane uses what it leaves. FLEET_LANES=1 runs everything in one lane (machines with less than
-# 20 GiB of memory get one lane anyway: a scenario's hosts and a real vLLM beside them need about 19 GiB).
+# stage one after the other beside it. Most of a molecule run waits on its hosts, so the second lane uses what
+# they leave (at nice FLEET_SECOND_LANE_NICE, default 10). FLEET_LANES=1 runs everything in one lane (machines with
+# less than 20 GiB of memory get one lane anyway: a scenario's hosts and a real vLLM beside them need about 19 GiB).
 # Each stage's output is printed whole when the stage ends; the logs stay under .cache/test-logs/.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -81,8 +81,11 @@ if [ "$lanes" -ge 2 ]; then
   echo "== two lanes ($mem_gib GiB):${molecule_lane:- (none)} | beside them:${other_lane:- (none)}"
   # shellcheck disable=SC2086
   run_lane $molecule_lane &
+  # The second lane at a lower priority: the scenario's hosts (podman's cgroup, one scheduling entity for all of
+  # them) lose most of the CPU to the many processes of a real vLLM or pytest-xdist beside them otherwise, and the
+  # scenario is the longer lane; the second lane fills what the hosts leave.
   # shellcheck disable=SC2086
-  run_lane $other_lane
+  (renice -n "${FLEET_SECOND_LANE_NICE:-10}" -p "$BASHPID" > /dev/null; run_lane $other_lane)
   wait
 else
   # shellcheck disable=SC2086
