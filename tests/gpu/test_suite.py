@@ -65,3 +65,18 @@ def test_suite_without_a_gpu_writes_a_skipped_result_naming_the_commit(tmp_path,
     assert "skipped" in res["cases"][case]
     with pytest.raises(SystemExit):
         suite.main(["--commit", "x", "--venv", "/v", "--out", str(out), "--logs", "l", "--cases", "nope"])
+
+
+def test_p2p_cases_give_server_a_an_l1_that_holds_every_prompt_and_report_the_first_transfer():
+    for name, tls in (("p2p-27b", None), ("p2p-27b-tcp", "tcp")):
+        argv = suite.case_argv(name, "/v", "o", "w", "l", "p") + suite.P2P_ARGS[name]
+        args = suite.p2pcase.parser().parse_args(argv)
+        host_vars = acceptance.apply_overrides(acceptance.load_vars(args.host_vars), args.set)
+        assert host_vars["lmcache_server_l1_size_gb"] == 16
+        assert (args.ucx_tls or None) == tls
+    res = {"result": "pass", "summary": [], "checks": {"a": True},
+           "p2p_first_transfer": {"prompt_tokens": 15941, "ttft_s": 2.5, "hit_tokens": 15680, "label": "p2p_first"}}
+    line = suite.p2p_summary("p2p-27b", res)
+    assert line["first_transfer"] == {"prompt_tokens": 15941, "ttft_s": 2.5, "hit_tokens": 15680}
+    assert suite.p2p_summary("p2p-27b", {})["first_transfer"] == {"prompt_tokens": None, "ttft_s": None,
+                                                                   "hit_tokens": None}
