@@ -42,7 +42,7 @@ def test_l2_cases_run_after_the_acceptance_case_of_their_model_on_its_units():
     assert sorted(s.split("=")[0] for s in sets) == ["lmcache_server_kv_request_timeout", "lmcache_server_venv",
                                                      "vllm_server_gpu_memory_utilization", "vllm_server_venv"]
     args = suite.l2case.parser().parse_args(argv)
-    assert args.redis_server == "/k/l2/redis/redis-server" and args.multiples == [1, 4, 2] and args.budget == suite.L2_BUDGET["l2-27b"]
+    assert args.redis_server == "/k/l2/redis/redis-server" and args.multiples == [1, 4] and args.budget == suite.L2_BUDGET["l2-27b"]
     assert args.device == "cuda" and args.lengths == [8101, 15941] and args.probe_cache == "p/c.fact"
 
 
