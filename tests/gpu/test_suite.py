@@ -78,5 +78,5 @@ def test_p2p_cases_give_server_a_an_l1_that_holds_every_prompt_and_report_the_fi
            "p2p_first_transfer": {"prompt_tokens": 15941, "ttft_s": 2.5, "hit_tokens": 15680, "label": "p2p_first"}}
     line = suite.p2p_summary("p2p-27b", res)
     assert line["first_transfer"] == {"prompt_tokens": 15941, "ttft_s": 2.5, "hit_tokens": 15680}
-    assert suite.p2p_summary("p2p-27b", {})["first_transfer"] == {"prompt_tokens": None, "ttft_s": None,
-                                                                   "hit_tokens": None}
+    empty = {"prompt_tokens": None, "ttft_s": None, "hit_tokens": None}
+    assert suite.p2p_summary("p2p-27b", {})["first_transfer"] == empty
