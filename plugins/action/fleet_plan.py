@@ -42,7 +42,8 @@ class ActionModule(ActionBase):
         if not isinstance(hosts, list) or not hosts or not dest:
             raise AnsibleActionFail('fleet_plan needs hosts (the play hosts) and dest (the plan directory)')
         hostvars = task_vars['hostvars']
-        self._stores = lambda group: kv_pool.store_variables(task_vars['groups'].get(group, []), hostvars.get)
+        self._stores = lambda names: kv_pool.store_variables([n for n in names if n in hostvars], hostvars.get)
+        self._groups = task_vars['groups']
         self._reader = plan_tree.ConfigReader(read_model_config)
         self._check = bool(self._task.check_mode)
         planned = [self._plan_one(host, hostvars[host]) for host in hosts]
@@ -69,11 +70,11 @@ class ActionModule(ActionBase):
     def _plan_one(self, host, host_vars):
         """The host's plan through the pipeline every stage uses (plan_tree.plan_one) with the predicted N."""
         settings = {name: host_vars[name] for name in host_vars if VARIABLE_RE.match(name)}
-        group = kv_pool.store_group(settings)
+        names = kv_pool.pool_hosts(settings, host, self._groups)
         facts = {'n_kind': 'predicted', 'gpus': host_vars['fleet_gpus'] if 'fleet_gpus' in host_vars else None}
         paths = host_vars['fleet_plan_model_paths'] if 'fleet_plan_model_paths' in host_vars else []
         static, plan = plan_tree.plan_one(
-            host, settings, self._reader, facts, kv_stores=self._stores(group) if group else None, paths=paths or [],
+            host, settings, self._reader, facts, kv_stores=self._stores(names) if names is not None else None, paths=paths or [],
             override=host_vars['vllm_server_model_config'] if 'vllm_server_model_config' in host_vars else None)
         managed = host_vars['ansible_managed'] if 'ansible_managed' in host_vars else None
         return host, plan, plan['prediction'], plan['prediction_problem'], {'static': static, 'ansible_managed': managed}

@@ -148,7 +148,7 @@ class LookupModule(LookupBase):
         _static, plan = plan_tree.plan_one(
             host, settings, plan_tree.ConfigReader(read_model_config), facts,
             override=settings.get('vllm_server_model_config'), paths=self._variable(variables, 'fleet_plan_model_paths'),
-            known=None if self.get_option('check_names') else False, kv_stores=self._kv_stores(settings, variables))
+            known=None if self.get_option('check_names') else False, kv_stores=self._kv_stores(host, settings, variables))
         if unusable:
             plan['errors'] = unusable + list(plan['errors'])
         # the N the plan was made with, when it came from the prediction: the roles later ask for it by number
@@ -177,11 +177,11 @@ class LookupModule(LookupBase):
                 unusable.append(template_error(host, name, getattr(e, 'message', None) or e))
         return settings, unusable
 
-    def _kv_stores(self, settings, variables):
-        """The kv_store_* variables (and ansible_host) of the store group's hosts, for a host in an L2 pool."""
-        group = kv_pool.store_group(settings)
-        if group is None:
+    def _kv_stores(self, host, settings, variables):
+        """The variables (kv_store_*, a P2P pool's peer variables, ansible_host) of the hosts the host's L2 pool reads
+        (kv_pool.pool_hosts: the store group's hosts, or a P2P pool's coordinator and the host)."""
+        names = kv_pool.pool_hosts(settings, host, variables.get('groups') or {})
+        if names is None:
             return None
         hostvars = variables.get('hostvars') or {}
-        return kv_pool.store_variables((variables.get('groups') or {}).get(group, []),
-                                       hostvars.get, self._templar.template)
+        return kv_pool.store_variables([name for name in names if name in hostvars], hostvars.get, self._templar.template)

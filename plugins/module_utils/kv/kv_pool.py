@@ -28,6 +28,7 @@ import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import addresses
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import compile_cache
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_p2p
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool_breakeven as breakeven
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_sizing as sizes
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.fingerprint import relevant_env
@@ -296,16 +297,25 @@ def plan_pool(host, resolved, n_inputs, derived, cfg, prediction=None):
             'adapter_shown': adapter_shown(resolved, prefix) if known else None}
 
 
-def host_pool(host, cfg, derived, n_inputs, kv_stores, errors, request_timeout=None, prediction=None, prefill=None):
+def host_pool(host, cfg, derived, n_inputs, kv_stores, errors, request_timeout=None, prediction=None, prefill=None,
+              device=None):
     """The host's pool (``plan_pool``), or None when lmcache_server_kv_pool is null; problems go to ``errors``.
     ``request_timeout``: the checked lmcache_server_kv_request_timeout; ``prefill``: the checked
-    lmcache_server_kv_prefill_tokens_per_second."""
+    lmcache_server_kv_prefill_tokens_per_second; ``device``: LMCache's device (a P2P pool's NIXL build).
+    ``kv_stores``: the variables of the store group's hosts, or for a P2P pool those of the coordinator and the host
+    (``pool_hosts``)."""
     pool = cfg.get('lmcache_server_kv_pool')
     if pool in (None, ''):
         return None
+    lora = lora_problem(host, cfg)
+    if kv_p2p.transport(cfg) not in kv_p2p.TRANSPORTS:
+        errors.append(msg(host, 'lmcache_server_kv_transport', cfg.get('lmcache_server_kv_transport'),
+                          'is not a pool transport', 'use store (the pool\'s KV store) or p2p (LMCache\'s P2P L2)'))
+        return None
+    if kv_p2p.transport(cfg) == 'p2p':
+        return _p2p_pool(host, cfg, derived, n_inputs, kv_stores, errors, lora, (prediction, prefill, device))
     resolved, found = resolve(host, pool, cfg.get('lmcache_server_kv_store_group'), kv_stores or {})
     errors.extend(e for e in found if e not in errors)
-    lora = lora_problem(host, cfg)
     if lora:
         errors.append(lora)
         return None
@@ -315,16 +325,46 @@ def host_pool(host, cfg, derived, n_inputs, kv_stores, errors, request_timeout=N
     return plan_pool(host, resolved, n_inputs, derived, cfg, prediction)
 
 
-def launch(cfg, service, argv, env_file, kv):
-    """LMCache's argv for a host in a pool: through the launcher, the adapter JSON in the 0600 environment file.
+def _p2p_pool(host, cfg, derived, n_inputs, peers, errors, lora, extra):
+    """A P2P pool's plan (kv_p2p): the pool's inputs and sizing as a store pool's, no store and no adapter."""
+    prediction, prefill, device = extra
+    pool = cfg.get('lmcache_server_kv_pool')
+    problems, values = kv_p2p.check(host, cfg, peers, device)
+    if not isinstance(pool, str) or not store.POOL_RE.match(pool):
+        problems.append(msg(host, 'lmcache_server_kv_pool', pool, 'is not a pool name',
+                            'use null (no shared cache) or a name such as default (lower-case letters, digits, _ and -)'))
+    problems += [lora] if lora else []
+    errors.extend(e for e in problems if e not in errors)
+    if problems:
+        return None
+    inputs = prefix_inputs(n_inputs, derived, cfg)
+    return {'pool': pool, 'transport': 'p2p', 'stores': [], 'nodes': [], 'cluster': False, 'inputs': inputs,
+            'key_prefix': None, 'request_timeout': None,
+            'sizing': sizing(prediction, derived, n_inputs, prefill), 'adapter_json': None, 'adapter_shown': None,
+            'p2p': kv_p2p.plan(host, cfg, peers, values)}
 
-    The launcher adds ``--l2-adapter`` when a store answers. ``service`` gets the launcher's path and pip's
-    argv for the store client (``pip.kv_client``, ``pip.versions.kv_client``), ``env_file`` the JSON.
-    Without a pool, ``argv`` unchanged.
+
+def launch(cfg, service, argv, env_file, kv):
+    """LMCache's argv for a host in a pool. A store pool: through the launcher, the adapter JSON in the 0600
+    environment file (the launcher adds ``--l2-adapter`` when a store answers); ``service`` gets the launcher's path
+    and pip's argv for the store client (``pip.kv_client``, ``pip.versions.kv_client``), ``env_file`` the JSON.
+    A P2P pool: the peer flags (kv_p2p), pip's argv for NIXL (``pip.kv_p2p``) and, on the coordinator host, the
+    coordinator (``service['coordinator']``: argv and readiness URL). Without a pool, ``argv`` unchanged.
     """
     if not kv:
         return argv
     venv = str(cfg.get('lmcache_server_venv') or '').rstrip('/')
+    p2p = kv.get('p2p')
+    if p2p:
+        spec = '%s==%s' % (p2p['package'], p2p['package_version'])
+        service['pip']['kv_p2p'] = package_spec.lmcache_pip(cfg, venv, [spec])['install']
+        service['pip']['versions']['kv_p2p'] = p2p['package_version']
+        service['pip']['kv_p2p_name'] = p2p['package']
+        if p2p['coordinator_here']:
+            chunk = (kv.get('sizing') or {}).get('chunk_size')
+            service['coordinator'] = {'argv': kv_p2p.coordinator_argv(service['bin'], p2p, chunk),
+                                      'health_url': kv_p2p.coordinator_health_url(p2p)}
+        return list(argv) + kv_p2p.server_flags(p2p)
     service['kv_launcher'] = '%s/%s' % (venv, LAUNCHER)
     service['pip']['kv_client'] = package_spec.lmcache_pip(cfg, venv, [CLIENT_PACKAGE])['install']
     service['pip']['versions']['kv_client'] = CLIENT_VERSION
@@ -342,7 +382,9 @@ def summary(kv):
     """The pool's fields of a host's summary row (plan.yml's pool lines)."""
     kv = kv or {}
     sized = kv.get('sizing') or {}
-    return {'kv_pool': kv.get('pool'), 'kv_store': ','.join(kv.get('nodes') or []), 'kv_prefix': kv.get('key_prefix'),
+    p2p = kv.get('p2p') or {}
+    store_text = 'p2p via %s' % p2p['coordinator_url'] if p2p else ','.join(kv.get('nodes') or [])
+    return {'kv_pool': kv.get('pool'), 'kv_store': store_text, 'kv_prefix': kv.get('key_prefix'),
             'kv_bytes_per_token': sized.get('bytes_per_token'), 'kv_value_bytes': sized.get('value_bytes'),
             'kv_break_even_GB_per_second': sized.get('break_even_GB_per_second'),
             'kv_break_even_unknown': sized.get('break_even_unknown')}
@@ -366,6 +408,8 @@ def pool_values(plans):
         if not isinstance(plan, dict):
             continue
         kv = plan.get('kv_pool')
+        if isinstance(kv, dict) and kv.get('p2p'):
+            continue
         if isinstance(kv, dict):
             pool, value = kv.get('pool'), (kv.get('sizing') or {}).get('value_bytes')
         else:
@@ -376,10 +420,21 @@ def pool_values(plans):
 
 
 def store_group(settings):
-    """The store group of a host's settings (lmcache_server_kv_store_group), or None when the host is in no pool."""
-    if (settings or {}).get('lmcache_server_kv_pool') in (None, ''):
+    """The store group of a host's settings (lmcache_server_kv_store_group), or None when the host is in no pool or
+    in a P2P pool (no store)."""
+    if (settings or {}).get('lmcache_server_kv_pool') in (None, '') or kv_p2p.transport(settings or {}) == 'p2p':
         return None
     return (settings or {}).get('lmcache_server_kv_store_group') or DEFAULT_GROUP
+
+
+def pool_hosts(settings, host, groups):
+    """The inventory hosts whose variables ``host``'s pool plan reads (``store_variables``): the store group's hosts,
+    or a P2P pool's coordinator and the host itself; None outside a pool."""
+    if (settings or {}).get('lmcache_server_kv_pool') in (None, ''):
+        return None
+    if kv_p2p.transport(settings) == 'p2p':
+        return kv_p2p.hosts_needed(settings, host)
+    return list((groups or {}).get(store_group(settings), []))
 
 
 def store_variables(names, variables_of, template=lambda values: values):
@@ -390,19 +445,29 @@ def store_variables(names, variables_of, template=lambda values: values):
     stores = {}
     for name in names or []:
         svars = variables_of(name) or {}
-        keys = sorted(k for k in svars if store.VARIABLE_RE.match(k) or k == 'ansible_host')
+        keys = sorted(k for k in svars if store.VARIABLE_RE.match(k) or k == 'ansible_host' or k in kv_p2p.PEER_VARIABLES)
         stores[name] = dict(zip(keys, template([svars[k] for k in keys])))
     return stores
 
 
 def plans_errors(plans):
-    """The fleet-level pool check (``check_pools``) over host plans (their ``kv_pool`` entries)."""
-    members = []
+    """The fleet-level pool checks (``check_pools``, kv_p2p.fleet_errors) over host plans (their ``kv_pool``)."""
+    members, names = [], set()
     for plan in plans or []:
         pool = plan.get('kv_pool') if isinstance(plan, dict) else None
+        names.add(plan.get('host') if isinstance(plan, dict) else None)
         if pool:
-            members.append({'host': plan.get('host'), 'pool': pool.get('pool'), 'inputs': pool.get('inputs') or {}})
-    return check_pools(members)
+            members.append({'host': plan.get('host'), 'pool': pool.get('pool'), 'inputs': pool.get('inputs') or {},
+                            'p2p': pool.get('p2p')})
+    errors = check_pools(members) + kv_p2p.fleet_errors(members)
+    in_pool = set((m['pool'], m['host']) for m in members)
+    for member in members:
+        coordinator = (member.get('p2p') or {}).get('coordinator')
+        if coordinator in names and (member['pool'], coordinator) not in in_pool:
+            errors.append('host %s: lmcache_server_kv_coordinator=%s is not a host of pool %s (lmcache_server_kv_pool); '
+                          'name a host of the pool, which runs the coordinator' % (member['host'], coordinator,
+                                                                                   member['pool']))
+    return sorted(set(errors), key=errors.index)
 
 
 def check_pools(members):

@@ -53,7 +53,8 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     ``False`` skips the check). ``mamba_blocks`` is M as vLLM reported it on this host
     (``{'mamba_cache_blocks': M, 'source': 'refusal' or 'cached'}``); without it the prediction's
     ``mamba`` entry (filter predicted_mamba_blocks) is used. ``kv_stores``: ``{store host: its kv_store_*
-    variables and ansible_host}`` of the group lmcache_server_kv_store_group, for a host in an L2 pool (``kv_pool``).
+    variables and ansible_host}`` of the group lmcache_server_kv_store_group, for a host in an L2 pool (``kv_pool``);
+    in a P2P pool those of its coordinator and of the host itself (``kv_pool.pool_hosts``).
     """
     p = HostSettings(host, resolved_settings(settings, defaults))
     plan_validate.first_checks(p, known_variables() if known is None else known)
@@ -71,7 +72,7 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
         fleet_rules.compare_prediction(p, block, prediction, n_inputs)
     v.update(n_inputs=n_inputs, secrets=secrets,
              kv=kv_pool.host_pool(host, p.cfg, derived, n_inputs, kv_stores, p.errors, lm.get('kv_timeout'),
-                                  prediction, lm.get('kv_prefill')))
+                                  prediction, lm.get('kv_prefill'), p.cfg.get('lmcache_server_device')))
     # The plan's sections: each service is built by plan_units from the checked and derived values. A new
     # section (another service, a KV store pool) is one builder called here and placed by _assemble.
     services = {'lmcache': plan_units.lmcache_service(p.cfg, derived, lm, v['lmcache_gpus'], v.get('kv')),
@@ -154,7 +155,8 @@ def _assemble(p, v, derived, n_inputs, expected, services):
             {'role': 'lmcache_server', 'template': 'lmcache-server.env.j2', 'dest': lm['env_path'], 'mode': '0600'},
             {'role': 'vllm_server', 'template': 'vllm.service.j2', 'dest': vl['unit_path'], 'mode': '0644'},
             {'role': 'vllm_server', 'template': 'vllm.env.j2', 'dest': vl['env_path'], 'mode': '0600'},
-        ],
+        ] + ([{'role': 'lmcache_server', 'template': 'lmcache-coordinator.service.j2',
+               'dest': lm['coordinator']['unit_path'], 'mode': '0644'}] if lm.get('coordinator') else []),
         'summary': _summary(p, v, derived, n_inputs, expected),
     }
 

@@ -14,6 +14,7 @@ import json
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import addresses
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import fleet_rules
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_p2p
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import package_spec
@@ -171,7 +172,28 @@ def lmcache_service(cfg, derived, lm, gpus, kv=None):
         environment['CUDA_VISIBLE_DEVICES'] = ','.join(str(g) for g in gpus)
     env_file = dict(sorted(lm['env'].items()))
     argv = kv_pool.launch(cfg, service, lmcache_argv(cfg, service, derived, lm), env_file, kv)
+    # what the role reads of the virtualenv's installed versions
+    service['pip']['names'] = ['torch', 'lmcache', kv_pool.CLIENT_PACKAGE.split('==')[0]] + (
+        [service['pip']['kv_p2p_name']] if service['pip'].get('kv_p2p_name') else [])
+    service['coordinator_service_name'] = '%s%s' % (name, kv_p2p.COORDINATOR_SUFFIX)
+    service['coordinator_unit_path'] = '%s/%s.service' % (UNIT_DIR, service['coordinator_service_name'])
     service = _finish(service, argv, environment, env_file, secret_names=(kv_pool.ADAPTER_ENV,))
+    service['unit_lines'] = unit_lines(service, 'https://docs.lmcache.ai/', [])
+    if service.get('coordinator'):
+        service['coordinator'] = coordinator_service(service)
+    return service
+
+
+def coordinator_service(lmcache):
+    """A P2P pool's coordinator on its coordinator host (kv_p2p): ``lmcache coordinator`` from LMCache's virtualenv,
+    as LMCache's user, with LMCache's environment and sandbox, in a unit of its own (``<service>-coordinator``)."""
+    asked, name = lmcache['coordinator'], lmcache['coordinator_service_name']
+    service = dict((k, v) for k, v in lmcache.items() if k not in ('coordinator', 'pip', 'kv_launcher'))
+    service.update(service_name=name, unit_name='%s.service' % name, unit_path=lmcache['coordinator_unit_path'],
+                   health_url=asked['health_url'], description='LMCache coordinator of an L2 pool (P2P)',
+                   exec_stop_post=None, metrics_url=None)
+    service = _finish(service, asked['argv'], lmcache['environment'], lmcache['env_file'],
+                      secret_names=(kv_pool.ADAPTER_ENV,))
     service['unit_lines'] = unit_lines(service, 'https://docs.lmcache.ai/', [])
     return service
 

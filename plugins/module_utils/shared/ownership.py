@@ -182,6 +182,11 @@ def candidates(lm, vl, backup_dir, probe_cache, manifest_path=MANIFEST_PATH):
         found.append(_entry('user', service['user'], '%s_user' % role, service['user'], role, home=service['home']))
         found.append(_entry('group', service['group'], '%s_group' % role, service['group'], role,
                             user=service['user']))
+    coordinator = lm.get('coordinator')
+    if coordinator:  # a P2P pool's coordinator on this host (kv_p2p)
+        name = coordinator['service_name']
+        found.append(_entry('unit', coordinator['unit_path'], 'lmcache_server_service_name', name, 'lmcache_server',
+                            unit=name))
     found += [
         _entry('fingerprint', vl['fingerprint_path'], 'vllm_server_config_dir', vl['config_dir'], 'vllm_server'),
         _entry('mamba_cache', vl['mamba_cache_path'], 'vllm_server_config_dir', vl['config_dir'], 'vllm_server'),
