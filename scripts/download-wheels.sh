@@ -42,6 +42,8 @@ sets=(
     "async-timeout>=4.0.3"
     # LMCache's valkey L2 adapter imports glide_sync, >= 2.3.0 (hosts in an L2 pool: kv_pool.CLIENT_PACKAGE)
     "valkey-glide-sync==2.5.3"
+    # NIXL, the transfer channel of LMCache's P2P L2 on CPU hosts (kv_p2p.PACKAGES; with the CPU torch it needs)
+    "torch==$TORCH_VERSION nixl-cu12==1.5.1"
 )
 
 for set in "${sets[@]}"; do

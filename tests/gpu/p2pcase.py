@@ -10,11 +10,13 @@
 
 LMCache 0.5.x's other way to share a prefix between hosts: no store, the chunks go from one server's L1 to
 another's through its transfer channel (NIXL over UCX; peers found through LMCache's coordinator). The collection
-does not deploy it; this case measures whether it would pay for a pool where the store does not:
+deploys it as a pool transport (``lmcache_server_kv_transport: p2p``); this case measures whether it pays for a pool
+where the store does not, two servers on one host with the flags the collection renders for a P2P pool:
 
 1. the host's units from ``playbooks/plan.yml`` (as ``l2case.py`` renders them, one pool, k=1);
 2. LMCache's coordinator, then server A and server B with the rendered LMCache argv (without the store's adapter)
-   plus the P2P flags (``p2p_flags``), B on the next ports; both register with the coordinator and see each other;
+   plus the P2P flags (``p2p_flags``: the collection's ``kv_p2p.server_flags``; the coordinator's argv is
+   ``kv_p2p.coordinator_argv``), B on the next ports; both register with the coordinator and see each other;
 3. vLLM with the rendered unit against A: per prompt length a miss, then an L1 hit (after ``/reset_prefix_cache``);
 4. vLLM restarted against B (its connector's ``lmcache.mp.port``), whose L1 is empty: first A's warm-up prompt (the
    first transfer between the two servers, which sets up the channel, and vLLM's first request after its start, as
@@ -45,13 +47,20 @@ import acceptance as acc  # noqa: E402
 import gpulib as g  # noqa: E402
 import l2case as l2  # noqa: E402
 import l2lib  # noqa: E402
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_p2p  # noqa: E402
+
+
+def p2p_plan(name, port_base, coordinator_port, engine):
+    """The P2P part of a pool plan for server ``name`` on this host (as kv_p2p.plan gives a host of a p2p pool)."""
+    return {"instance_id": "p2p-" + name, "coordinator_url": "http://127.0.0.1:%d" % coordinator_port,
+            "advertise_ip": "127.0.0.1", "p2p_url": "127.0.0.1:%d" % port_base,
+            "p2p_listen_url": "127.0.0.1:%d" % port_base, "engine": engine,
+            "coordinator_bind": "127.0.0.1", "coordinator_port": coordinator_port}
 
 
 def p2p_flags(name, port_base, coordinator_port, engine):
-    """The flags that make a server a P2P peer: its id, the coordinator, the transfer channel's address."""
-    return ["--instance-id", "p2p-" + name, "--coordinator-url", "http://127.0.0.1:%d" % coordinator_port,
-            "--coordinator-advertise-ip", "127.0.0.1", "--p2p-advertise-url", "127.0.0.1:%d" % port_base,
-            "--p2p-transfer-engine", engine]
+    """The flags that make a server a P2P peer, built by the collection's own kv_p2p.server_flags."""
+    return kv_p2p.server_flags(p2p_plan(name, port_base, coordinator_port, engine))
 
 
 def with_flag(argv, name, value):
@@ -112,7 +121,9 @@ def start_servers(case, a, b):
     peer. Returns the processes and the seconds each took."""
     lmcache = a["lmcache"]["argv"][0]
     procs, out = [], {}
-    coord = g.start([lmcache, "coordinator", "--host", "127.0.0.1", "--port", str(case.args.coordinator_port)],
+    chunk = acc.flag(a["lmcache"]["argv"], "--chunk-size")
+    coord_argv = kv_p2p.coordinator_argv(lmcache, p2p_plan("a", 0, case.args.coordinator_port, case.args.engine), chunk)
+    coord = g.start(coord_argv,
                     a["lmcache"]["env"], os.path.join(case.logs, "coordinator.log"))
     procs.append(coord)
     for name, entry in (("a", a), ("b", b)):

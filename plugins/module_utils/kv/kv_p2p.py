@@ -81,8 +81,8 @@ def _extra_problem(host, cfg):
 def check(host, cfg, peers, device):
     """``(problems, values)`` for a host in a P2P pool; ``peers``: ``{host: its PEER_VARIABLES and ansible_host}``."""
     problems, coordinator = [], cfg.get('lmcache_server_kv_coordinator')
-    ports = dict((name, as_int(cfg.get(name))) for name in ('lmcache_server_kv_coordinator_port',
-                                                              'lmcache_server_kv_p2p_port'))
+    names = ('lmcache_server_kv_coordinator_port', 'lmcache_server_kv_p2p_port')
+    ports = dict((name, as_int(cfg.get(name))) for name in names)
     for name, port in ports.items():
         if port is None or not 0 < port < 65536:
             problems.append(msg(host, name, cfg.get(name), 'is not a TCP port', 'use a port such as 9300'))
