@@ -111,6 +111,18 @@ options:
     description: How many of a failed unit's last journal lines are explained.
     type: int
     default: 200
+  p2p:
+    description:
+      - The host is in a P2P pool (C(lmcache_server_kv_transport=p2p)); read the peers its LMCache server sees
+        (C(/status), C(p2p_peer_count)) and report a member that sees none.
+    type: bool
+    default: false
+  p2p_coordinator_service:
+    description: The P2P pool's coordinator unit on this host (its coordinator host only); its state and C(/healthz).
+    type: str
+  p2p_coordinator_health_url:
+    description: The coordinator's C(/healthz) on this host.
+    type: str
 notes:
   - Runs as a user that may read the probe cache and C(systemctl show) (any user), and C(journalctl -u) of the
     units (root, or a member of C(systemd-journal)) for the explanations.
@@ -274,6 +286,13 @@ gpus:
   description: The GPUs as the C(lmcache_vllm.fleet.gpu_facts) module reads them, plus C(summary) (one line per GPU).
   returned: when O(gpus=true)
   type: dict
+p2p:
+  description:
+    - A P2P pool member's view (option O(p2p)), else null. C(state) and C(peers) from LMCache's C(/status)
+      (C(p2p_state), C(p2p_peer_count)), C(error) when it did not answer; on the coordinator host C(coordinator)
+      (its unit's state and C(health) of C(/healthz)).
+  returned: always
+  type: dict
 metrics:
   description: What C(/metrics) says, under C(lmcache) and C(vllm); counters are null when not exported.
   returned: always
@@ -364,6 +383,9 @@ def main():
             nvidia_smi=dict(type='str', default='nvidia-smi'),
             timeout=dict(type='int', default=5),
             journal_lines=dict(type='int', default=200),
+            p2p=dict(type='bool', default=False),
+            p2p_coordinator_service=dict(type='str'),
+            p2p_coordinator_health_url=dict(type='str'),
         ),
         supports_check_mode=True,
     )

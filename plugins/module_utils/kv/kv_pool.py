@@ -348,8 +348,9 @@ def launch(cfg, service, argv, env_file, kv):
     """LMCache's argv for a host in a pool. A store pool: through the launcher, the adapter JSON in the 0600
     environment file (the launcher adds ``--l2-adapter`` when a store answers); ``service`` gets the launcher's path
     and pip's argv for the store client (``pip.kv_client``, ``pip.versions.kv_client``), ``env_file`` the JSON.
-    A P2P pool: the peer flags (kv_p2p), pip's argv for NIXL (``pip.kv_p2p``) and, on the coordinator host, the
-    coordinator (``service['coordinator']``: argv and readiness URL). Without a pool, ``argv`` unchanged.
+    A P2P pool: the peer flags (kv_p2p), pip's argv for NIXL (``pip.kv_p2p``), what status.yml asks
+    (``p2p_status``) and, on the coordinator host, the coordinator (``service['coordinator']``: argv and readiness
+    URL). Without a pool, ``argv`` unchanged.
     """
     if not kv:
         return argv
@@ -360,10 +361,14 @@ def launch(cfg, service, argv, env_file, kv):
         service['pip']['kv_p2p'] = package_spec.lmcache_pip(cfg, venv, [spec])['install']
         service['pip']['versions']['kv_p2p'] = p2p['package_version']
         service['pip']['kv_p2p_name'] = p2p['package']
+        service['p2p_status'] = {'p2p': True, 'coordinator_service': None, 'coordinator_health_url': None}
         if p2p['coordinator_here']:
             chunk = (kv.get('sizing') or {}).get('chunk_size')
             service['coordinator'] = {'argv': kv_p2p.coordinator_argv(service['bin'], p2p, chunk),
                                       'health_url': kv_p2p.coordinator_health_url(p2p)}
+            service['p2p_status'].update(coordinator_service=cfg.get('lmcache_server_service_name') +
+                                         kv_p2p.COORDINATOR_SUFFIX,
+                                         coordinator_health_url=service['coordinator']['health_url'])
         return list(argv) + kv_p2p.server_flags(p2p)
     service['kv_launcher'] = '%s/%s' % (venv, LAUNCHER)
     service['pip']['kv_client'] = package_spec.lmcache_pip(cfg, venv, [CLIENT_PACKAGE])['install']

@@ -171,6 +171,7 @@ def lmcache_service(cfg, derived, lm, gpus, kv=None):
     if gpus:
         environment['CUDA_VISIBLE_DEVICES'] = ','.join(str(g) for g in gpus)
     env_file = dict(sorted(lm['env'].items()))
+    service['p2p_status'] = {'p2p': False, 'coordinator_service': None, 'coordinator_health_url': None}
     argv = kv_pool.launch(cfg, service, lmcache_argv(cfg, service, derived, lm), env_file, kv)
     # what the role reads of the virtualenv's installed versions
     service['pip']['names'] = ['torch', 'lmcache', kv_pool.CLIENT_PACKAGE.split('==')[0]] + (

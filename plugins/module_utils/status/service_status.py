@@ -183,6 +183,8 @@ def collect(params, run, http_get, read_text, which):
         gpus['summary'] = memory_summary(gpus)
     findings = _findings(run, services, p, host)
     problems = problem_list(host, services, metrics)
+    p2p = p2p_status(run, http_get, p, timeout) if p.get('p2p') else None
+    problems += p2p_problems(host, p2p, services)
     n_drift = drift(host, n['live'], probed_n=n['n'] if n['source'] in ('probe', 'journal') else None,
                     unit_n=n['unit_n'])
     state = overall_state(services)
@@ -195,9 +197,58 @@ def collect(params, run, http_get, read_text, which):
         'versions': installed_versions(run, p['vllm_venv'], p['lmcache_venv']),
         'gpus': gpus,
         'metrics': metrics,
+        'p2p': p2p,
         'findings': findings,
         'problems': problems + n_drift + [f['message'] for f in findings],
     }
+
+
+def p2p_status(run, http_get, p, timeout):
+    """A P2P pool member's view (lmcache_server_kv_transport: p2p): the peers its LMCache server sees (``/status``:
+    ``p2p_state``, ``p2p_peer_count``) and, on the coordinator host, the coordinator's unit and ``/healthz``."""
+    found = {'state': None, 'peers': None}
+    status, body, error = http_get(url(p['lmcache_http_host'], p['lmcache_http_port'], '/status'), timeout)
+    if status == 200:
+        try:
+            _walk_p2p(json.loads(body or '{}'), found)
+        except ValueError:
+            error = 'not JSON'
+    found['error'] = None if status == 200 else (error or status)
+    coordinator = p.get('p2p_coordinator_service')
+    if coordinator:
+        found['coordinator'] = _units(run, {'coordinator': unit_name(coordinator)})['coordinator']
+        found['coordinator']['health'] = _endpoint(http_get, p.get('p2p_coordinator_health_url') or '', timeout)
+    return found
+
+
+def _walk_p2p(node, found):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ('p2p_state', 'p2p_peer_count'):
+                found['state' if key == 'p2p_state' else 'peers'] = value
+            _walk_p2p(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _walk_p2p(value, found)
+
+
+def p2p_problems(host, p2p, services):
+    """What is wrong with a P2P pool member: its coordinator down (on the coordinator host), no peer seen."""
+    if not p2p or services['lmcache']['active_state'] != 'active':
+        return []
+    prefix, out = 'host %s: ' % host if host else '', []
+    coordinator = p2p.get('coordinator')
+    if coordinator and (coordinator['active_state'] != 'active' or not coordinator['health']['ok']):
+        out.append('%sthe P2P pool\'s coordinator %s is %s (%s): the pool\'s servers find no peers; '
+                   'journalctl -u %s' % (prefix, coordinator['unit'], coordinator['active_state'],
+                                         coordinator['health']['status'] or coordinator['health']['error'],
+                                         coordinator['unit']))
+    if not p2p.get('peers'):
+        out.append('%sLMCache sees no P2P peer (p2p_peer_count %s, state %s): its misses are not loaded from the pool; '
+                   'check that the coordinator answers and that the pool\'s hosts reach each other\'s LMCache '
+                   'port and P2P port (lmcache_server_port, lmcache_server_kv_p2p_port)'
+                   % (prefix, p2p.get('peers'), p2p.get('state') or p2p.get('error')))
+    return out
 
 
 def _units(run, names):

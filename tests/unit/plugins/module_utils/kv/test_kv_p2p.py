@@ -120,3 +120,13 @@ def test_remove_stops_the_coordinator_unit_it_created():
     entries = ownership.candidates(plan('a')['lmcache'], plan('a')['vllm'], '/var/backups/x', '/etc/ansible/facts.d/x')
     assert ('unit', '/etc/systemd/system/lmcache-server-coordinator.service') in [(e['kind'], e['path']) for e in entries]
     assert plan('b')['lmcache']['coordinator_service_name'] == 'lmcache-server-coordinator'
+
+
+def test_status_asks_a_p2p_member_for_its_peers_and_the_coordinator_host_for_its_coordinator():
+    assert plan('b')['lmcache']['p2p_status'] == {'p2p': True, 'coordinator_service': None,
+                                                  'coordinator_health_url': None}
+    assert plan('a')['lmcache']['p2p_status'] == {'p2p': True, 'coordinator_service': 'lmcache-server-coordinator',
+                                                  'coordinator_health_url': 'http://127.0.0.1:9300/healthz'}
+    outside = host_plan.plan_host('c', {'vllm_server_model': '/srv/models/qwen3-tiny', 'vllm_server_device': 'cpu',
+                                        'vllm_server_hybrid': False}, n=16, n_kind='probed')
+    assert outside['lmcache']['p2p_status']['p2p'] is False

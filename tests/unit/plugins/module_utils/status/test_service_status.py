@@ -250,3 +250,33 @@ def test_m_from_the_running_vllms_cache_metric():
     mamba = host.collect(mamba_cache_path=MAMBA_PATH, mamba_inputs=MAMBA_INPUTS)['mamba']
     assert (mamba['mamba_cache_blocks'], mamba['source']) == (604, 'metric')
     assert 'other inputs' in mamba['detail']
+
+
+P2P_STATUS = '{"modules": {"p2p": {"p2p_state": "running", "p2p_peer_count": %d}}}'
+
+
+def test_a_p2p_member_reports_the_peers_its_lmcache_sees():
+    host = Host()
+    host.http['http://127.0.0.1:8080/status'] = (200, P2P_STATUS % 2)
+    status = host.collect(p2p=True)
+    assert status['p2p'] == {'state': 'running', 'peers': 2, 'error': None}
+    assert status['problems'] == []
+    assert host.collect()['p2p'] is None
+
+
+def test_a_p2p_member_without_peers_or_coordinator_is_a_problem_with_its_fix():
+    host = Host()
+    host.http['http://127.0.0.1:8080/status'] = (200, P2P_STATUS % 0)
+    host.units['lmcache-server-coordinator.service'] = dict(ACTIVE, ActiveState='failed', SubState='failed')
+    status = host.collect(p2p=True, p2p_coordinator_service='lmcache-server-coordinator',
+                          p2p_coordinator_health_url='http://127.0.0.1:9300/healthz')
+    text = '\n'.join(status['problems'])
+    assert "host gpu-01: the P2P pool's coordinator lmcache-server-coordinator.service is failed" in text
+    assert 'host gpu-01: LMCache sees no P2P peer (p2p_peer_count 0, state running)' in text
+    assert 'lmcache_server_kv_p2p_port' in text
+    # the coordinator healthy and a peer seen: nothing to say
+    host.units['lmcache-server-coordinator.service'] = dict(ACTIVE)
+    host.http['http://127.0.0.1:9300/healthz'] = (200, '{"status":"ok"}')
+    host.http['http://127.0.0.1:8080/status'] = (200, P2P_STATUS % 1)
+    assert host.collect(p2p=True, p2p_coordinator_service='lmcache-server-coordinator',
+                        p2p_coordinator_health_url='http://127.0.0.1:9300/healthz')['problems'] == []
