@@ -39,6 +39,9 @@ def kv_pool_line(row):
     """One line of the plan for a host in an L2 pool (a row of the plan's summary)."""
     if not isinstance(row, dict):
         raise AnsibleFilterError('kv_pool_line expects a row of the plan (the host plan\'s summary)')
+    if row.get('kv_transport') == 'p2p':
+        return 'pool %s: %s -> P2P (no store), coordinator %s; %s' % (
+            row.get('kv_pool'), row.get('host'), row.get('kv_coordinator'), kv_pool.sizing_text(row))
     return 'pool %s: %s -> store %s, key prefix %s; %s' % (
         row.get('kv_pool'), row.get('host'), row.get('kv_store') or '-', row.get('kv_prefix') or '(after N is known)',
         kv_pool.sizing_text(row))

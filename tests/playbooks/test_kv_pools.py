@@ -94,3 +94,31 @@ def test_a_misspelt_store_variable_is_refused_by_validate_and_plan(runner, hf_en
     assert ('host kv-01: kv_store_maxmemory=2048 is not a variable of the kv_store role; did you mean '
             'kv_store_maxmemory_mb?') in ' '.join(fail_messages(output)), output[-4000:]
     assert not (tmp_path / 'plan').exists(), 'plan.yml writes nothing when a store value is wrong'
+
+
+def test_plan_renders_a_p2p_pool_with_its_coordinator_unit(runner, hf_env, tmp_path):
+    """gpu-03's pool qwen35 as a P2P pool (no store): the coordinator unit on its coordinator host, the peer flags in
+    its LMCache unit, the pool line; no store adapter."""
+    plan = tmp_path / 'plan'
+    extra = tmp_path / 'p2p.yml'
+    extra.write_text('all:\n  children:\n    qwen35_hosts:\n      hosts:\n        gpu-03:\n'
+                     '          lmcache_server_kv_transport: p2p\n          lmcache_server_kv_coordinator: gpu-03\n'
+                     '          lmcache_server_host: 0.0.0.0\n          lmcache_server_allow_unauthenticated: true\n')
+    code, output = runner.run('plan.yml', EXAMPLE, '-i', str(extra), '-e', 'fleet_plan_dir=%s' % plan,
+                              env={'FLEET_KV_STORE_PASSWORD': PASSWORD})
+    assert code == 0, output[-6000:]
+    assert_no_contact(output)
+    units = plan / 'gpu-03' / 'etc' / 'systemd' / 'system'
+    coordinator = parse_exec(exec_start(read(str(units / 'lmcache-server-coordinator.service'))), {})[1]
+    assert coordinator[1:] == ['coordinator', '--host', '0.0.0.0', '--port', '9300', '--chunk-size',
+                               coordinator[-1]] and coordinator[0].endswith('/bin/lmcache')
+    argv = parse_exec(exec_start(read(str(units / 'lmcache-server.service'))), {})[1]
+    assert argv[1] == 'server' and '--l2-adapter' not in argv
+    assert argv[argv.index('--coordinator-url') + 1] == 'http://gpu-03.example.internal:9300'
+    assert argv[argv.index('--p2p-advertise-url') + 1] == 'gpu-03.example.internal:5560'
+    assert argv[argv.index('--chunk-size') + 1] == coordinator[-1]
+    assert 'LMCACHE_FLEET_L2_ADAPTER' not in read(str(plan / 'gpu-03' / 'etc' / 'lmcache-vllm-fleet' / 'lmcache-server.env'))
+    assert 'pool qwen35: gpu-03 -> P2P (no store), coordinator gpu-03 (http://gpu-03.example.internal:9300)' in output
+    # gpu-01's store pool is unchanged, and only the coordinator host has a coordinator unit
+    assert not (plan / 'gpu-01' / 'etc' / 'systemd' / 'system' / 'lmcache-server-coordinator.service').exists()
+    assert 'pool qwen36: gpu-01 -> store 10.20.0.50:6379' in output

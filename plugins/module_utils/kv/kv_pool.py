@@ -390,6 +390,8 @@ def summary(kv):
     p2p = kv.get('p2p') or {}
     store_text = 'p2p via %s' % p2p['coordinator_url'] if p2p else ','.join(kv.get('nodes') or [])
     return {'kv_pool': kv.get('pool'), 'kv_store': store_text, 'kv_prefix': kv.get('key_prefix'),
+            'kv_transport': 'p2p' if p2p else ('store' if kv else None),
+            'kv_coordinator': '%s (%s)' % (p2p['coordinator'], p2p['coordinator_url']) if p2p else None,
             'kv_bytes_per_token': sized.get('bytes_per_token'), 'kv_value_bytes': sized.get('value_bytes'),
             'kv_break_even_GB_per_second': sized.get('break_even_GB_per_second'),
             'kv_break_even_unknown': sized.get('break_even_unknown')}
