@@ -55,7 +55,10 @@ CASES = {
 # prompt sent through server A (the 27B's warm-up, 8k and 16k prompts: 50 chunks of 784 tokens at 262,144 bytes per
 # token, about 10.3 GB; with the host variables' 8 GB, A evicted two of the 8k prompt's ten chunks before B asked).
 P2P_L1 = ["--set", "lmcache_server_l1_size_gb=16"]
-P2P_ARGS = {"p2p-27b": P2P_L1, "p2p-27b-tcp": P2P_L1 + ["--ucx-tls", "tcp"]}
+# -tcp: UCX's TCP transport for the chunks, with cuda_copy beside it (NIXL's CUDA build refused to create its UCX
+# backend with UCX_TLS=tcp alone on the H200, commit 8c5f2fe; on CPU, without CUDA, tcp alone works).
+P2P_TCP = "tcp,cuda_copy"
+P2P_ARGS = {"p2p-27b": P2P_L1, "p2p-27b-tcp": P2P_L1 + ["--ucx-tls", P2P_TCP]}
 # Seconds of measurements an L2 case may spend after its vLLM is healthy (then the steps left are skipped).
 L2_BUDGET = {"l2-27b": 420, "l2-0.8b": 240}
 # The chunk multiples of each L2 case, in the order they run (each k restarts vLLM once more for its L2 hits, and

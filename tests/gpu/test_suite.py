@@ -68,7 +68,7 @@ def test_suite_without_a_gpu_writes_a_skipped_result_naming_the_commit(tmp_path,
 
 
 def test_p2p_cases_give_server_a_an_l1_that_holds_every_prompt_and_report_the_first_transfer():
-    for name, tls in (("p2p-27b", None), ("p2p-27b-tcp", "tcp")):
+    for name, tls in (("p2p-27b", None), ("p2p-27b-tcp", "tcp,cuda_copy")):
         argv = suite.case_argv(name, "/v", "o", "w", "l", "p") + suite.P2P_ARGS[name]
         args = suite.p2pcase.parser().parse_args(argv)
         host_vars = acceptance.apply_overrides(acceptance.load_vars(args.host_vars), args.set)
