@@ -42,7 +42,8 @@ ADAPTER_TYPE = 'valkey'
 # >= 2.3.0 (copy-reduced memoryview SET, buffer GET). Checked with LMCache 0.5.6's ValkeyWorkerPool against
 # redis-server 7.0.15: 2.5.3 stores a memoryview and reads it back into a buffer (docs/kv-pools.md).
 CLIENT_VERSION = '2.5.3'
-CLIENT_PACKAGE = 'valkey-glide-sync==%s' % CLIENT_VERSION
+CLIENT_NAME = 'valkey-glide-sync'
+CLIENT_PACKAGE = '%s==%s' % (CLIENT_NAME, CLIENT_VERSION)
 CLIENT_MODULE = 'glide_sync'
 # LMCache 0.5.6 builds its credentials as glide_sync.ServerCredentials(username, password), positionally;
 # glide-sync (2.1.1 to 2.6.0) declares ServerCredentials(password, username=None). With the fields as named
