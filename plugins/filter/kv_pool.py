@@ -11,7 +11,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool, kv_store_config, kv_store_status
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool_breakeven
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_p2p, kv_pool_breakeven
 
 
 def kv_pool_errors(plans):
@@ -40,8 +40,8 @@ def kv_pool_line(row):
     if not isinstance(row, dict):
         raise AnsibleFilterError('kv_pool_line expects a row of the plan (the host plan\'s summary)')
     if row.get('kv_transport') == 'p2p':
-        return 'pool %s: %s -> P2P (no store), coordinator %s; %s' % (
-            row.get('kv_pool'), row.get('host'), row.get('kv_coordinator'), kv_pool.sizing_text(row))
+        return 'pool %s: %s -> P2P (no store), coordinator %s; %s; %s' % (
+            row.get('kv_pool'), row.get('host'), row.get('kv_coordinator'), kv_p2p.IDLE_COST, kv_pool.sizing_text(row))
     return 'pool %s: %s -> store %s, key prefix %s; %s' % (
         row.get('kv_pool'), row.get('host'), row.get('kv_store') or '-', row.get('kv_prefix') or '(after N is known)',
         kv_pool.sizing_text(row))

@@ -118,7 +118,8 @@ def test_plan_renders_a_p2p_pool_with_its_coordinator_unit(runner, hf_env, tmp_p
     assert argv[argv.index('--p2p-advertise-url') + 1] == 'gpu-03.example.internal:5560'
     assert argv[argv.index('--chunk-size') + 1] == coordinator[-1]
     assert 'LMCACHE_FLEET_L2_ADAPTER' not in read(str(plan / 'gpu-03' / 'etc' / 'lmcache-vllm-fleet' / 'lmcache-server.env'))
-    assert 'pool qwen35: gpu-03 -> P2P (no store), coordinator gpu-03 (http://gpu-03.example.internal:9300)' in output
+    assert ('pool qwen35: gpu-03 -> P2P (no store), coordinator gpu-03 (http://gpu-03.example.internal:9300); '
+            'NIXL keeps one CPU core of each member busy; ') in output
     # gpu-01's store pool is unchanged, and only the coordinator host has a coordinator unit
     assert not (plan / 'gpu-01' / 'etc' / 'systemd' / 'system' / 'lmcache-server-coordinator.service').exists()
     assert 'pool qwen36: gpu-01 -> store 10.20.0.50:6379' in output

@@ -33,6 +33,9 @@ ENGINE = 'nixl'
 NIXL_VERSION = '1.5.1'
 PACKAGES = {'cuda': ('nixl-cu13', NIXL_VERSION), 'cpu': ('nixl-cu12', NIXL_VERSION)}
 COORDINATOR_SUFFIX = '-coordinator'
+# What a member costs while idle: NIXL's Python agent runs its progress thread with no delay (it polls without
+# sleeping), so each member's LMCache server keeps one CPU core busy (benchmarks/p2p_idle_cpu_benchmark.py).
+IDLE_COST = 'NIXL keeps one CPU core of each member busy'
 # The variables of other hosts a P2P pool reads (besides ansible_host): the coordinator's bind and port.
 PEER_VARIABLES = ('lmcache_server_host', 'lmcache_server_kv_coordinator_port', 'lmcache_server_kv_pool',
                   'lmcache_server_kv_transport', 'lmcache_server_kv_coordinator')
