@@ -113,7 +113,7 @@ def commit():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('--lmcache-venv', required=True)
     parser.add_argument('--window', type=float, default=30.0)
     parser.add_argument('--out', default=os.path.join(HERE, 'results'))
