@@ -48,6 +48,7 @@ import gpulib as g  # noqa: E402
 import l2case as l2  # noqa: E402
 import l2lib  # noqa: E402
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_p2p  # noqa: E402
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import service_status  # noqa: E402
 
 
 def p2p_plan(name, port_base, coordinator_port, engine):
@@ -100,20 +101,7 @@ def vllm_for(vll, port):
 def peers(url):
     """(p2p_state, p2p_peer_count) from the server's /status, wherever its P2P module reports them."""
     status, body = g.http("GET", url + "/status", timeout=10)
-    found = {}
-
-    def walk(node):
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in ("p2p_state", "p2p_peer_count"):
-                    found[key] = value
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-    if status == 200:
-        walk(json.loads(body))
-    return found.get("p2p_state"), found.get("p2p_peer_count")
+    return service_status.p2p_fields(json.loads(body)) if status == 200 else (None, None)
 
 
 def start_servers(case, a, b):

@@ -201,6 +201,14 @@ def _topology_problem(pool, found):
     return None
 
 
+def pool_name_problem(host, pool):
+    """The error of a pool name that is not one (store and P2P pools alike), else None."""
+    if isinstance(pool, str) and store.POOL_RE.match(pool):
+        return None
+    return msg(host, 'lmcache_server_kv_pool', pool, 'is not a pool name',
+               'use null (no shared cache) or a name such as default (lower-case letters, digits, _ and -)')
+
+
 def resolve(host, pool, group, stores, defaults=None):
     """The store of ``host``'s pool: ``({nodes, cluster, username, password, stores}, errors)``.
 
@@ -208,10 +216,9 @@ def resolve(host, pool, group, stores, defaults=None):
     ``ansible_host``. Errors name the serving host and the variable.
     """
     defaults = store.store_defaults() if defaults is None else defaults
-    if not isinstance(pool, str) or not store.POOL_RE.match(pool):
-        return None, [msg(host, 'lmcache_server_kv_pool', pool, 'is not a pool name',
-                                'use null (no shared cache) or a name such as default (lower-case letters, digits, '
-                                '_ and -)')]
+    problem = pool_name_problem(host, pool)
+    if problem:
+        return None, [problem]
     found = _pool_stores(pool, stores or {}, defaults)
     if not found:
         return None, [msg(host, 'lmcache_server_kv_pool', pool, 'has no store: no host of group %s lists it '
@@ -331,10 +338,7 @@ def _p2p_pool(host, cfg, derived, n_inputs, peers, errors, lora, extra):
     prediction, prefill, device = extra
     pool = cfg.get('lmcache_server_kv_pool')
     problems, values = kv_p2p.check(host, cfg, peers, device)
-    if not isinstance(pool, str) or not store.POOL_RE.match(pool):
-        problems.append(msg(host, 'lmcache_server_kv_pool', pool, 'is not a pool name',
-                            'use null (no shared cache) or a name such as default (lower-case letters, digits, _ and -)'))
-    problems += [lora] if lora else []
+    problems += [p for p in (pool_name_problem(host, pool), lora) if p]
     errors.extend(e for e in problems if e not in errors)
     if problems:
         return None
@@ -367,8 +371,7 @@ def launch(cfg, service, argv, env_file, kv):
             chunk = (kv.get('sizing') or {}).get('chunk_size')
             service['coordinator'] = {'argv': kv_p2p.coordinator_argv(service['bin'], p2p, chunk),
                                       'health_url': kv_p2p.coordinator_health_url(p2p)}
-            service['p2p_status'].update(coordinator_service=cfg.get('lmcache_server_service_name') +
-                                         kv_p2p.COORDINATOR_SUFFIX,
+            service['p2p_status'].update(coordinator_service=service['coordinator_service_name'],
                                          coordinator_health_url=service['coordinator']['health_url'])
         return list(argv) + kv_p2p.server_flags(p2p)
     service['kv_launcher'] = '%s/%s' % (venv, LAUNCHER)

@@ -172,12 +172,12 @@ def lmcache_service(cfg, derived, lm, gpus, kv=None):
         environment['CUDA_VISIBLE_DEVICES'] = ','.join(str(g) for g in gpus)
     env_file = dict(sorted(lm['env'].items()))
     service['p2p_status'] = {'p2p': False, 'coordinator_service': None, 'coordinator_health_url': None}
+    service['coordinator_service_name'] = '%s%s' % (name, kv_p2p.COORDINATOR_SUFFIX)
+    service['coordinator_unit_path'] = '%s/%s.service' % (UNIT_DIR, service['coordinator_service_name'])
     argv = kv_pool.launch(cfg, service, lmcache_argv(cfg, service, derived, lm), env_file, kv)
     # what the role reads of the virtualenv's installed versions
     service['pip']['names'] = ['torch', 'lmcache', kv_pool.CLIENT_NAME] + (
         [service['pip']['kv_p2p_name']] if service['pip'].get('kv_p2p_name') else [])
-    service['coordinator_service_name'] = '%s%s' % (name, kv_p2p.COORDINATOR_SUFFIX)
-    service['coordinator_unit_path'] = '%s/%s.service' % (UNIT_DIR, service['coordinator_service_name'])
     service = _finish(service, argv, environment, env_file, secret_names=(kv_pool.ADAPTER_ENV,))
     service['unit_lines'] = unit_lines(service, 'https://docs.lmcache.ai/', [])
     if service.get('coordinator'):

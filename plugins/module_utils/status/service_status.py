@@ -210,7 +210,7 @@ def p2p_status(run, http_get, p, timeout):
     status, body, error = http_get(url(p['lmcache_http_host'], p['lmcache_http_port'], '/status'), timeout)
     if status == 200:
         try:
-            _walk_p2p(json.loads(body or '{}'), found)
+            found['state'], found['peers'] = p2p_fields(json.loads(body or '{}'))
         except ValueError:
             error = 'not JSON'
     found['error'] = None if status == 200 else (error or status)
@@ -221,15 +221,21 @@ def p2p_status(run, http_get, p, timeout):
     return found
 
 
-def _walk_p2p(node, found):
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in ('p2p_state', 'p2p_peer_count'):
-                found['state' if key == 'p2p_state' else 'peers'] = value
-            _walk_p2p(value, found)
-    elif isinstance(node, list):
-        for value in node:
-            _walk_p2p(value, found)
+def p2p_fields(status_body):
+    """``(p2p_state, p2p_peer_count)`` from LMCache's parsed ``/status``, wherever its P2P module reports them."""
+    found = {}
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ('p2p_state', 'p2p_peer_count'):
+                    found[key] = value
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+    walk(status_body)
+    return found.get('p2p_state'), found.get('p2p_peer_count')
 
 
 def p2p_problems(host, p2p, services):
