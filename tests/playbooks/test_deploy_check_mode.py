@@ -87,7 +87,7 @@ def test_check_mode_with_a_router_in_front_of_the_host_drains_nothing_and_fails_
     assert code == 0, output[-6000:]
     assert re.search(r'TASK \[Take the host out of its routers before LMCache or vLLM restarts\] \**\nskipping: '
                      r'\[localhost\]', output), output[-6000:]
-    assert 'PLAY [Stage 1b, on every router host' in output and 'PLAY [Stage 6' in output
+    assert 'PLAY [Stage 1b, reach every host, KV store and router host' in output and 'PLAY [Stage 6' in output
     assert re.search(r'TASK \[lmcache_vllm.fleet.vllm_router : Refuse what is not the collection\'s, claim what the '
                      r'role creates\] \**\n(ok|changed): \[localhost\]', output), output[-6000:]
     assert 'fleet-test-router-tiny-hosts' in output
