@@ -32,12 +32,9 @@ description:
     error of the plan naming the host and the variable, so that validation reports it with every other problem.
   - Secrets (C(vllm_server_api_key), C(vllm_server_hf_token)) appear only under C(vllm.env_file) and
     C(vllm.env_file_lines); register the result with C(no_log).
+extends_documentation_fragment:
+  - lmcache_vllm.fleet.lookup_terms
 options:
-  _terms:
-    description: Not used.
-    type: list
-    elements: str
-    required: false
   block_size:
     description:
       - N for the N-dependent rules and flags; null checks only what does not depend on N (the host's
@@ -105,7 +102,6 @@ _raw:
 """
 
 from ansible.errors import AnsibleError, AnsibleLookupError
-from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_hosts import template_error
@@ -115,18 +111,19 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import pla
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.host_plan import request_key
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.plan_variables import VARIABLE_RE
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.ownership import FLEET_PATHS
+from ansible_collections.lmcache_vllm.fleet.plugins.plugin_utils.fleet_lookup import FleetLookupBase
 
 KINDS = (None, 'expected', 'predicted', 'probed')
 
 display = Display()
 
 
-class LookupModule(LookupBase):
+class LookupModule(FleetLookupBase):
+
+    NAME = 'host_plan'
 
     def run(self, terms, variables=None, **kwargs):
-        if variables is None:
-            raise AnsibleLookupError('host_plan needs the task variables')
-        self.set_options(var_options=variables, direct=kwargs)
+        variables = self.task_variables(variables, kwargs)
         host = variables.get('inventory_hostname')
         n_kind = self.get_option('n_kind')
         if n_kind not in KINDS:

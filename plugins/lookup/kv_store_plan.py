@@ -19,12 +19,9 @@ description:
     cluster administrator's CLI and C(CLUSTER INFO), its password in C(cluster.stdin); else null), C(exporter) (with
     C(kv_store_exporter) on, the exporter's unit lines, command, environment file lines with its password, ACL
     line) and C(summary); register it with C(no_log).
+extends_documentation_fragment:
+  - lmcache_vllm.fleet.lookup_terms
 options:
-  _terms:
-    description: Not used.
-    type: list
-    elements: str
-    required: false
   apt_policy:
     description:
       - The output of C(apt-cache policy valkey-server redis-server) on the host; the server is chosen from it.
@@ -55,19 +52,18 @@ _raw:
   elements: dict
 """
 
-from ansible.errors import AnsibleLookupError
-from ansible.plugins.lookup import LookupBase
 
+from ansible_collections.lmcache_vllm.fleet.plugins.plugin_utils.fleet_lookup import FleetLookupBase
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv.kv_store_config import (
     SERVING_HOMES, VARIABLE_RE, parse_apt_policy, plan_store)
 
 
-class LookupModule(LookupBase):
+class LookupModule(FleetLookupBase):
+
+    NAME = 'kv_store_plan'
 
     def run(self, terms, variables=None, **kwargs):
-        if variables is None:
-            raise AnsibleLookupError('kv_store_plan needs the task variables')
-        self.set_options(var_options=variables, direct=kwargs)
+        variables = self.task_variables(variables, kwargs)
         names = sorted(name for name in variables if VARIABLE_RE.match(name) or name == 'ansible_host'
                        or name in SERVING_HOMES)
         values = self._templar.template([variables[name] for name in names])

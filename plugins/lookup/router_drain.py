@@ -16,12 +16,9 @@ description:
     router's address on its own host), C(worker_url) (the host as the router knows it) and C(wait_idle) (seconds to
     wait for the host's running requests after it left every router; set on the last entry only).
   - A host no router routes to, or an inventory without routers, gives an empty list.
+extends_documentation_fragment:
+  - lmcache_vllm.fleet.lookup_terms
 options:
-  _terms:
-    description: Not used.
-    type: list
-    elements: str
-    required: false
   routers:
     description: The inventory group of the router hosts (C(fleet_routers) of the playbooks).
     type: str
@@ -41,23 +38,17 @@ _raw:
   elements: list
 """
 
-from ansible.errors import AnsibleError, AnsibleLookupError
-from ansible.plugins.lookup import LookupBase
-
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router import router_drain
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_hosts import template_error
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router.router_config import plan_from_inventory
+from ansible_collections.lmcache_vllm.fleet.plugins.plugin_utils.fleet_lookup import FleetLookupBase
 
 
-class LookupModule(LookupBase):
+class LookupModule(FleetLookupBase):
+
+    NAME = 'router_drain'
 
     def run(self, terms, variables=None, **kwargs):
-        if variables is None:
-            raise AnsibleLookupError('router_drain needs the task variables')
-        self.set_options(var_options=variables, direct=kwargs)
-        groups = variables.get('groups') or {}
+        variables = self.task_variables(variables, kwargs)
         hostvars = variables.get('hostvars') or {}
-        plans = [plan_from_inventory(router, hostvars.get(router) or {}, hostvars, groups, self._templar.template,
-                                     template_error, AnsibleError)
-                 for router in groups.get(self.get_option('routers')) or []]
+        plans = [self.router_plan(router, hostvars.get(router) or {}, variables)
+                 for router in (variables.get('groups') or {}).get(self.get_option('routers')) or []]
         return [router_drain.targets(variables.get('inventory_hostname'), plans)]

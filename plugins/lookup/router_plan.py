@@ -17,12 +17,8 @@ description:
     host's plan (one mapping), computed on the control node.
   - The plan holds C(errors) (each naming the host, the variable and a valid value), C(instances) (per router its
     unit name and path, argv, unit lines, listen address, workers), C(venv), C(pip), C(ownership) and C(summary).
-options:
-  _terms:
-    description: Not used.
-    type: list
-    elements: str
-    required: false
+extends_documentation_fragment:
+  - lmcache_vllm.fleet.lookup_terms
 """
 
 EXAMPLES = r"""
@@ -38,19 +34,13 @@ _raw:
   elements: dict
 """
 
-from ansible.errors import AnsibleError, AnsibleLookupError
-from ansible.plugins.lookup import LookupBase
-
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_hosts import template_error
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router.router_config import plan_from_inventory
+from ansible_collections.lmcache_vllm.fleet.plugins.plugin_utils.fleet_lookup import FleetLookupBase
 
 
-class LookupModule(LookupBase):
+class LookupModule(FleetLookupBase):
+
+    NAME = 'router_plan'
 
     def run(self, terms, variables=None, **kwargs):
-        if variables is None:
-            raise AnsibleLookupError('router_plan needs the task variables')
-        self.set_options(var_options=variables, direct=kwargs)
-        host = variables.get('inventory_hostname')
-        return [plan_from_inventory(host, variables, variables.get('hostvars') or {}, variables.get('groups') or {},
-                                    self._templar.template, template_error, AnsibleError)]
+        variables = self.task_variables(variables, kwargs)
+        return [self.router_plan(variables.get('inventory_hostname'), variables, variables)]
