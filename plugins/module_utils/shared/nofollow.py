@@ -58,20 +58,35 @@ def open_child_dir(dir_fd, name, where):
         raise
 
 
-def open_dir(path):
-    """The descriptor of the directory ``path``, each component opened with O_NOFOLLOW from /."""
-    fd = os.open('/', DIR_FLAGS)
-    where = ''
+def _descend(start_fd, parts, where, missing_ok=False):
+    """The descriptor of the directory reached from ``start_fd`` (left open) through ``parts``, each component
+    opened with O_NOFOLLOW; None when ``missing_ok`` and a component is absent."""
+    fd = os.dup(start_fd)
     try:
-        for part in _parts(path):
+        for part in parts:
             where = '%s/%s' % (where, part)
-            child = open_child_dir(fd, part, where)
+            try:
+                child = open_child_dir(fd, part, where)
+            except OSError as exc:
+                if missing_ok and exc.errno == errno.ENOENT:
+                    os.close(fd)
+                    return None
+                raise
             os.close(fd)
             fd = child
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def open_dir(path):
+    """The descriptor of the directory ``path``, each component opened with O_NOFOLLOW from /."""
+    root = os.open('/', DIR_FLAGS)
+    try:
+        return _descend(root, _parts(path), '')
+    finally:
+        os.close(root)
 
 
 def lstat_at(dir_fd, name):
@@ -139,24 +154,7 @@ def rmdir_if_empty(path):
 
 def _walk_to(home_fd, relative, home):
     """The descriptor of HOME/relative, or None when a component is absent."""
-    fd = os.dup(home_fd)
-    where = home
-    try:
-        for part in relative.split('/'):
-            where = '%s/%s' % (where, part)
-            try:
-                child = open_child_dir(fd, part, where)
-            except OSError as exc:
-                if exc.errno == errno.ENOENT:
-                    os.close(fd)
-                    return None
-                raise
-            os.close(fd)
-            fd = child
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    return _descend(home_fd, relative.split('/'), home, missing_ok=True)
 
 
 def _info(name, st, kind):
