@@ -25,6 +25,8 @@ BREAK_EVEN_SERIES = 'host:fleet_l2_break_even_GB_per_second:plan'
 FIXES = ('more shards (kv_store_cluster with more stores listing the pool)',
          'a faster link between the hosts and the store',
          'a larger chunk multiple (lmcache_server_chunk_multiple: fewer, larger reads)',
+         'a P2P pool where the hosts reach each other over RDMA (lmcache_server_kv_transport: p2p; over TCP it '
+         'loses too)',
          'no L2 for this pool (lmcache_server_kv_pool: null)')
 
 

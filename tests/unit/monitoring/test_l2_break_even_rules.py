@@ -53,8 +53,8 @@ def annotations(host):
                        'again.' % host,
         'runbook': 'Run `ansible-playbook -i <inventory> playbooks/status.yml --limit %s` for the numbers. Fix: more '
                    'shards (kv_store_cluster with more stores listing the pool), a faster link to the store, a larger '
-                   'chunk multiple (lmcache_server_chunk_multiple), or no L2 for this pool (lmcache_server_kv_pool: '
-                   'null); then `ansible-playbook -i <inventory> playbooks/deploy.yml`.' % host}
+                   'chunk multiple (lmcache_server_chunk_multiple), a P2P pool over RDMA (lmcache_server_kv_transport: '
+                   'p2p), or no L2 for this pool (lmcache_server_kv_pool: null); then `ansible-playbook -i <inventory> playbooks/deploy.yml`.' % host}
 
 
 def test_the_plans_break_even_rules_make_the_alert_fire_for_the_throttled_host_only(tmp_path):

@@ -89,7 +89,8 @@ def test_a_throttled_store_is_flagged_slower_than_recompute(store):
     message = entry['message']
     assert message in row['problems'] and message in table['lines']
     for part in ('gpu-1', 'pool default', '%.3f GB/s' % (entry['measured'] / 1e9), '0.492 GB/s', 'more shards',
-                 'a faster link', 'a larger chunk multiple', 'lmcache_server_kv_pool: null'):
+                 'a faster link', 'a larger chunk multiple', 'lmcache_server_kv_transport: p2p',
+                 'lmcache_server_kv_pool: null'):
         assert part in message, part
     assert row['l2'].endswith('slower')
     assert table['results']['gpu-1']['l2_pool'] == entry
