@@ -57,11 +57,11 @@ def server_argv(lmcache_bin, index, p2p=None):
 
 
 def p2p_values(index):
-    """The P2P fields kv_p2p.plan gives a member on loopback (the coordinator on port 9390)."""
-    return {'instance_id': 'bench-%d' % index, 'coordinator_url': 'http://127.0.0.1:9390',
-            'coordinator_bind': '127.0.0.1', 'coordinator_port': 9390, 'advertise_ip': '127.0.0.1',
-            'p2p_url': '127.0.0.1:%d' % (5590 + index), 'p2p_listen_url': '127.0.0.1:%d' % (5590 + index),
-            'engine': kv_p2p.ENGINE}
+    """The P2P plan (kv_p2p.plan) of member ``bench-<index>`` on loopback: the coordinator bench-0 on port 9390, the
+    member's transfer port 5590+index."""
+    values = {'coordinator': 'bench-0', 'device': 'cpu',
+              'ports': {'lmcache_server_kv_coordinator_port': 9390, 'lmcache_server_kv_p2p_port': 5590 + index}}
+    return kv_p2p.plan('bench-%d' % index, {'lmcache_server_host': '127.0.0.1'}, {}, values)
 
 
 def _wait_http(url, deadline):

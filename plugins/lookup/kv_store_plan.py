@@ -52,7 +52,6 @@ _raw:
   elements: dict
 """
 
-
 from ansible_collections.lmcache_vllm.fleet.plugins.plugin_utils.fleet_lookup import FleetLookupBase
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv.kv_store_config import (
     SERVING_HOMES, VARIABLE_RE, parse_apt_policy, plan_store)
