@@ -14,7 +14,9 @@ back to the roles' ``defaults/main.yml``), its N and where N came from, and retu
      'vllm':     {the same, plus fingerprint_path, health_url},
      'probe':    {the block_size_probe module's arguments: the production values that change N},
      'n_inputs': {the inputs of N, for the prediction and the reports},
-     'files':    [the files a rollback restores], 'summary': {...}}
+     'files':    [the files a rollback restores],
+     'services': [{name, unit_name, unit_path} of the units a rollback stops and restores, in start order],
+     'summary': {...}}
 
 validate.yml, deploy.yml (once per stage), the roles (when run on their own), the templates and the
 summary all read this one result; the templates only place its ``*_lines`` and ``exec_start`` values
@@ -145,7 +147,8 @@ def _assemble(p, v, derived, n_inputs, expected, services):
         'lmcache': lm,
         'vllm': vl,
         'probe': _probe_arguments(cfg, v, n_inputs, vl),
-        'files': [lm['unit_path'], lm['env_path'], vl['unit_path'], vl['env_path'], vl['fingerprint_path']],
+        'files': _rollback_files(lm, vl),
+        'services': _rollback_services(lm, vl),
         # What the deploy creates on the host (the fleet_ownership module claims it, remove.yml deletes it).
         'manifest_path': cfg.get('fleet_manifest_path'),
         'ownership_errors': p.ownership_errors,
@@ -159,6 +162,19 @@ def _assemble(p, v, derived, n_inputs, expected, services):
                'dest': lm['coordinator']['unit_path'], 'mode': '0644'}] if lm.get('coordinator') else []),
         'summary': _summary(p, v, derived, n_inputs, expected),
     }
+
+
+def _rollback_files(lm, vl):
+    """The files a failed rollout puts back (copied aside before the roles change them, tasks/backup.yml)."""
+    coordinator = [lm['coordinator']['unit_path']] if lm.get('coordinator') else []
+    return [lm['unit_path'], lm['env_path'], vl['unit_path'], vl['env_path'], vl['fingerprint_path']] + coordinator
+
+
+def _rollback_services(lm, vl):
+    """The units a failed rollout stops and brings back, in start order: a P2P pool's coordinator on its
+    coordinator host, then LMCache, then vLLM."""
+    units = ([lm['coordinator']] if lm.get('coordinator') else []) + [lm, vl]
+    return [{'name': u['service_name'], 'unit_name': u['unit_name'], 'unit_path': u['unit_path']} for u in units]
 
 
 def _probe_arguments(cfg, v, n_inputs, vl):

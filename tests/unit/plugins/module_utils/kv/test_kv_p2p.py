@@ -130,3 +130,18 @@ def test_status_asks_a_p2p_member_for_its_peers_and_the_coordinator_host_for_its
     outside = host_plan.plan_host('c', {'vllm_server_model': '/srv/models/qwen3-tiny', 'vllm_server_device': 'cpu',
                                         'vllm_server_hybrid': False}, n=16, n_kind='probed')
     assert outside['lmcache']['p2p_status']['p2p'] is False
+
+
+def test_a_failed_rollout_on_the_coordinator_host_puts_the_coordinator_back_too():
+    coordinator_host, peer = plan('a'), plan('b')
+    unit = '/etc/systemd/system/lmcache-server-coordinator.service'
+    # backup.yml copies these aside and rollback.yml restores them (or removes the new ones)
+    assert unit in coordinator_host['files'] and unit not in peer['files']
+    # the units rollback.yml stops, disables when new and starts again when they ran before: coordinator first
+    assert [s['name'] for s in coordinator_host['services']] == ['lmcache-server-coordinator', 'lmcache-server', 'vllm']
+    assert [s['name'] for s in peer['services']] == ['lmcache-server', 'vllm']
+    assert coordinator_host['services'][0] == {'name': 'lmcache-server-coordinator',
+                                               'unit_name': 'lmcache-server-coordinator.service', 'unit_path': unit}
+    # every unit a rollback handles is one its backup recorded
+    for result in (coordinator_host, peer):
+        assert set(s['unit_path'] for s in result['services']) <= set(result['files'])
