@@ -56,7 +56,7 @@ def test_check_mode_previews_a_first_deploy(runner, tmp_path):
 
     counts = plans_per_play(output)
     planned = dict((play, n) for (play, host, what), n in counts.items() if what == 'planned')
-    assert planned == {"Validate the fleet's variables": 1,
+    assert planned == {'Validate the variables of every serving, KV store and router host': 1,
                        'Stage 3, check the N-dependent values of every host before any service changes': 1}, counts
     reused = set(play.split(',')[0] for (play, host, what) in counts if what == 'reuses')
     assert reused == {'Stage 2', 'Stage 4'}, counts
