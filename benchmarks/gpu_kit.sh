@@ -204,10 +204,12 @@ cmd_build() {
         printf '  run  command: bash .gpu-parts/gpu_kit.sh recv   carry: [".gpu-parts/gpu_kit.sh", ".gpu-parts/kit.part-%02d"]\n' "$i"
     done
     for f in "$parts"/p2p.part-*; do
-        printf '  run  command: bash .gpu-parts/gpu_kit.sh recv   carry: [".gpu-parts/gpu_kit.sh", ".gpu-parts/%s"]\n' "$(basename "$f")"
+        printf '  run  command: bash .gpu-parts/gpu_kit.sh recv   carry: [".gpu-parts/gpu_kit.sh", ".gpu-parts/%s"]   (P2P cases)\n' "$(basename "$f")"
     done
     printf '  run  command: bash .gpu-parts/gpu_kit.sh start  carry: [".gpu-parts/gpu_kit.sh", ".gpu-parts/gpu_kit_driver.sh", ".gpu-parts/kit.part-%s"%s, ".gpu-parts/kit.sha256", ".gpu-parts/tree.tar.gz", ".gpu-parts/tree.ls", ".gpu-parts/commit"]\n' "$last" "$l2carry"
     echo '  run  command: bash .gpu-parts/gpu_kit.sh poll 540   carry: [".gpu-parts/gpu_kit.sh"]   (again until it prints DONE)'
+    echo '(start and the first poll may share one command: "... start CASES && bash .gpu-parts/gpu_kit.sh poll 480";'
+    echo ' a host left idle more than 30 s between two commands is given back, and the run with it)'
 }
 
 cmd_recv() {
@@ -251,7 +253,16 @@ cmd_start() {
     local cases=${1:-}
     cmd_recv
     cd "$KIT_ROOT/parts"
-    if ! sha256sum -c --quiet kit.sha256; then
+    # The P2P cases' part is needed only by them: without it here, the other cases run.
+    if ls p2p.part-* > /dev/null 2>&1; then
+        cp kit.sha256 kit.needed.sha256
+    elif [[ ",$cases," == *,p2p-* ]]; then
+        echo "MISSING P2P PART: the cases $cases include P2P cases; send p2p.part-* (recv) first"
+        exit 1
+    else
+        grep -v ' p2p\.part-' kit.sha256 > kit.needed.sha256
+    fi
+    if ! sha256sum -c --quiet kit.needed.sha256; then
         echo "MISSING OR BROKEN PARTS: this host lost the earlier calls' parts (a fresh host?); send every part again"
         exit 1
     fi
@@ -261,8 +272,8 @@ cmd_start() {
     if grep -q ' l2\.part-' kit.sha256; then
         awk '$2 ~ /^l2\.part-/ {print $2}' kit.sha256 | xargs cat | xz -d -T0 | tar -C "$KIT_ROOT" -xf -
     fi
-    if grep -q ' p2p\.part-' kit.sha256; then
-        awk '$2 ~ /^p2p\.part-/ {print $2}' kit.sha256 | xargs cat | xz -d -T0 | tar -C "$KIT_ROOT" -xf -
+    if grep -q ' p2p\.part-' kit.needed.sha256; then
+        awk '$2 ~ /^p2p\.part-/ {print $2}' kit.needed.sha256 | xargs cat | xz -d -T0 | tar -C "$KIT_ROOT" -xf -
     fi
     mkdir -p "$KIT_ROOT/tree" "$KIT_ROOT/results"
     tar -C "$KIT_ROOT/tree" -xzf tree.tar.gz
