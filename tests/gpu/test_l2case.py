@@ -21,6 +21,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [HERE]
 
 import l2case  # noqa: E402
+import l2store  # noqa: E402
 import l2lib  # noqa: E402
 
 N_H200 = 784  # the 27B's N on the H200 (docs/gpu.md)
@@ -84,13 +85,13 @@ def test_each_k_gets_its_pool_chunk_and_adapter_and_vllm_stays_the_same(prepared
 def test_the_store_is_sized_for_the_largest_k_and_takes_only_the_pool_user(prepared):
     case, per_k, _vll, svars, _calls = prepared
     try:
-        l2case.start_store(case, per_k, svars)
+        l2store.start_store(case, per_k, svars)
         store = case.res["store"]
         assert store["auth_ping"] == "PONG" and store["default_user_refused"] is True
         value_k4 = 4 * N_H200 * 64 * 4096
         assert store["summary"]["max_value_bytes"] == value_k4
         assert store["summary"]["proto_max_bulk_len"] > value_k4 > 512 * 2 ** 20
-        client = l2case.store_client(case)
+        client = l2store.store_client(case)
         assert client.call("SET", "l2k4.x@1", b"v" * 100) == "OK"
         with pytest.raises(l2lib.RespError):  # the pool's user has no administrative command
             client.call("CONFIG", "GET", "proto-max-bulk-len")
@@ -98,9 +99,9 @@ def test_the_store_is_sized_for_the_largest_k_and_takes_only_the_pool_user(prepa
         with open(os.path.join(svars["kv_store_config_dir"], "fleet-kv-store.conf")) as fh:
             conf = fh.read().splitlines()
         assert "proto-max-bulk-len %d" % store["summary"]["proto_max_bulk_len"] in conf and "supervised no" in conf
-        got = l2case.key_bytes(case, "l2k4.x", chunk_size=50)
+        got = l2store.key_bytes(case, "l2k4.x", chunk_size=50)
         assert got["keys"] == 1 and got["value_bytes_max"] == 100 and got["bytes_per_token"] == 2.0
-        assert l2case.delete_keys(case, "l2k4.x") == 1 and l2case.pool_keys(case, "l2k4.x") == []
+        assert l2store.delete_keys(case, "l2k4.x") == 1 and l2store.pool_keys(case, "l2k4.x") == []
     finally:
         l2case.shut_down(case, 0)
     assert case.res["checks"]["nothing_left_running"]
