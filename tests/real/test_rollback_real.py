@@ -14,17 +14,15 @@ them unless CI or FLEET_REQUIRE_REAL=1."""
 from __future__ import absolute_import, division, print_function
 
 import os
-import shutil
 import subprocess
-import time
 
 import pytest
 import yaml
 
 from fleet_collection import collections_tree
-from fleet_real_probe_helpers import REPO, skip_or_fail
+from fleet_real_probe_helpers import REPO
+from fleet_systemd_host import podman, require_image, systemd_host
 
-IMAGE = 'localhost/lmcache-vllm-fleet-host:bookworm'
 TASKS = os.path.join(REPO, 'playbooks', 'tasks')
 COORDINATOR, LMCACHE, VLLM = 'lmcache-server-coordinator', 'lmcache-server', 'vllm'
 P2P = {'vllm_server_model': '/srv/models/qwen3-tiny', 'vllm_server_device': 'cpu', 'vllm_server_hybrid': False,
@@ -67,11 +65,6 @@ def play(previous):
     return [{'name': 'Rollback', 'hosts': 'vllm_hosts', 'gather_facts': False, 'become': True, 'tasks': tasks}]
 
 
-def podman(*args, check=True):
-    return subprocess.run(['podman'] + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, check=check, timeout=300).stdout
-
-
 def state(name, service):
     """(Description, ActiveState, UnitFileState, the main process's argv) of one unit; ('', 'inactive', '', '') once
     it is gone."""
@@ -92,19 +85,9 @@ def previous(service):
 
 @pytest.fixture(name='systemd_host')
 def systemd_host_fixture():
-    if not shutil.which('podman') or subprocess.run(['podman', 'image', 'exists', IMAGE], check=False).returncode:
-        skip_or_fail('no podman or no image %s (scripts/setup-testhosts.sh)' % IMAGE)
-    name = 'fleet-rollback-test-%d' % os.getpid()
-    podman('run', '-d', '--name', name, '--hostname', name, '--ulimit', 'nofile=20000:20000', '--ulimit',
-           'nproc=32768:32768', '--cap-add', 'SYS_ADMIN', IMAGE, '/sbin/init')
-    try:
-        deadline = time.time() + 180
-        while podman('exec', name, 'systemctl', 'is-system-running', '--wait', check=False).strip() not in (
-                'running', 'degraded') and time.time() < deadline:
-            time.sleep(2)
+    require_image()
+    with systemd_host('fleet-rollback-test-%d' % os.getpid()) as name:
         yield name
-    finally:
-        podman('rm', '-f', name, check=False)
 
 
 def run(tmp_path, name, previous):

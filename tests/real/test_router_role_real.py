@@ -23,20 +23,15 @@ import yaml
 
 from fleet_collection import collections_tree
 from fleet_real_probe_helpers import REPO, skip_or_fail
+from fleet_systemd_host import IMAGE, podman, require_image, systemd_host
 
 CACHE = os.environ.get('FLEET_CACHE', '/var/cache/lmcache-vllm-fleet')
 WHEELHOUSE = os.environ.get('FLEET_ROUTER_WHEELHOUSE', os.path.join(CACHE, 'router-wheelhouse'))
-IMAGE = 'localhost/lmcache-vllm-fleet-host:bookworm'
 PLAY = [{'name': 'Routers', 'hosts': 'routers', 'gather_facts': False, 'become': True,
          'roles': [{'role': 'lmcache_vllm.fleet.vllm_router'}]}]
 REMOVE = [{'name': 'Remove the routers', 'hosts': 'routers', 'gather_facts': False, 'become': True,
            'tasks': [{'name': 'Remove', 'ansible.builtin.include_role': {'name': 'lmcache_vllm.fleet.vllm_router',
                                                                          'tasks_from': 'remove'}}]}]
-
-
-def podman(*args, check=True):
-    return subprocess.run(['podman'] + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, check=check, timeout=300).stdout
 
 
 def in_host(name, command, check=True):
@@ -54,25 +49,15 @@ def run_play(tmp_path, play, inventory, *extra, timeout=900):
 
 @pytest.fixture(name='router_host')
 def router_host_fixture():
-    if not shutil.which('podman') or subprocess.run(['podman', 'image', 'exists', IMAGE], check=False).returncode:
-        skip_or_fail('no podman or no image %s (scripts/setup-testhosts.sh)' % IMAGE)
+    require_image(IMAGE)
     if not os.path.isdir(WHEELHOUSE) or not any(f.startswith('vllm_router-') for f in os.listdir(WHEELHOUSE)):
         skip_or_fail('no vllm-router wheelhouse at %s (pip download vllm-router==0.1.17 -d %s)' % (WHEELHOUSE, WHEELHOUSE))
-    name = 'fleet-router-test-%d' % os.getpid()
-    podman('run', '-d', '--name', name, '--hostname', name, '--ulimit', 'nofile=20000:20000', '--ulimit',
-           'nproc=32768:32768', '--cap-add', 'SYS_ADMIN', '-v', '%s:/wheelhouse:ro' % WHEELHOUSE,
-           '-v', '%s:/srv/doubles:ro' % os.path.join(REPO, 'tests', 'doubles'), IMAGE, '/sbin/init')
-    try:
-        deadline = time.time() + 180
-        while podman('exec', name, 'systemctl', 'is-system-running', '--wait', check=False).strip() not in (
-                'running', 'degraded') and time.time() < deadline:
-            time.sleep(2)
+    with systemd_host('fleet-router-test-%d' % os.getpid(), '-v', '%s:/wheelhouse:ro' % WHEELHOUSE,
+                      '-v', '%s:/srv/doubles:ro' % os.path.join(REPO, 'tests', 'doubles')) as name:
         for number in (1, 2):
             podman('exec', name, 'systemd-run', '--unit', 'double-w%d' % number, 'python3',
                    '/srv/doubles/openai_backend_double.py', '1810%d' % number, 'w%d' % number, '/tmp/w%d.log' % number)
         yield name
-    finally:
-        podman('rm', '-f', name, check=False)
 
 
 def write(tmp_path, name, group='doubles'):
