@@ -23,6 +23,8 @@ from fleet_playbook_helpers import REPO_ROOT
 from test_day2 import local_host, write_inventory
 
 MODEL = os.path.join(REPO_ROOT, 'tests', 'fixtures', 'models', 'qwen35-tiny')
+VALIDATE_PLAY = 'Validate the variables of every serving, KV store and router host (deploy.yml, stage 1b, then reaches and claims them)'
+STAGES_2_3 = 'Stage 2, install LMCache and vLLM and probe N on every host in parallel, then stage 3, check them all'
 PLAN_LINE = re.compile(r'^host_plan: (\S+) (planned|reuses the plan of this stage)$')
 
 
@@ -56,8 +58,7 @@ def test_check_mode_previews_a_first_deploy(runner, tmp_path):
 
     counts = plans_per_play(output)
     planned = dict((play, n) for (play, host, what), n in counts.items() if what == 'planned')
-    assert planned == {'Validate the variables of every serving, KV store and router host': 1,
-                       'Stage 3, check the N-dependent values of every host before any service changes': 1}, counts
+    assert planned == {VALIDATE_PLAY: 1, STAGES_2_3: 1}, counts
     reused = set(play.split(',')[0] for (play, host, what) in counts if what == 'reuses')
     assert reused == {'Stage 2', 'Stage 4'}, counts
 
@@ -87,7 +88,8 @@ def test_check_mode_with_a_router_in_front_of_the_host_drains_nothing_and_fails_
     assert code == 0, output[-6000:]
     assert re.search(r'TASK \[Take the host out of its routers before LMCache or vLLM restarts\] \**\nskipping: '
                      r'\[localhost\]', output), output[-6000:]
-    assert 'PLAY [Stage 1b, reach every host, KV store and router host' in output and 'PLAY [Stage 6' in output
+    assert 'PLAY [%s]' % VALIDATE_PLAY in output and 'TASK [Reach the host]' in output
+    assert 'PLAY [Stage 5, per-host summary, then stage 6, the routers' in output
     assert re.search(r'TASK \[lmcache_vllm.fleet.vllm_router : Refuse what is not the collection\'s, claim what the '
                      r'role creates\] \**\n(ok|changed): \[localhost\]', output), output[-6000:]
     assert 'fleet-test-router-tiny-hosts' in output

@@ -19,7 +19,9 @@ VALIDATE_STORES = 'Stop before any host is changed when a store value is wrong'
 CLAIM_HOSTS = 'Check and claim what the deploy creates'
 CLAIM_STORES = 'Check and claim what the role kv_store creates'
 GUARD = 'Refuse a host whose ownership claim (stage 1b) did not run'
+CHANGING = ('Install the LMCache server', 'Configure the LMCache server')
 STORES = 'Stage 3b, deploy the KV stores'
+ROUTERS_PLAY = 'Stage 5, per-host summary, then stage 6, the routers'
 
 
 def listing(runner, *tags):
@@ -52,11 +54,13 @@ def test_every_selection_that_changes_a_host_validates_and_claims(runner, tags):
     output = listing(runner, *tags)
     assert [t for t in tasks_of(output, VALIDATE_PLAY) if t.startswith(VALIDATE)], output
     assert [t for t in tasks_of(output, VALIDATE_PLAY) if t.startswith(VALIDATE_STORES)], output
-    assert [t for t in tasks_of(output, 'Stage 1b') if t.startswith(CLAIM_HOSTS)], output
-    assert [t for t in tasks_of(output, 'Stage 1b') if t.startswith(CLAIM_STORES)], output
-    for stage in ('Stage 2', 'Stage 4'):
-        if [t for t in tasks_of(output, stage) if t != 'tasks:']:
-            assert [t for t in tasks_of(output, stage) if t.startswith(GUARD)], (stage, output)
+    assert [t for t in tasks_of(output, VALIDATE_PLAY) if t.startswith(CLAIM_HOSTS)], output
+    assert [t for t in tasks_of(output, VALIDATE_PLAY) if t.startswith(CLAIM_STORES)], output
+    for stage in ('Stage 2', 'Stage 4'):  # the guard comes before the first task that changes the host
+        tasks = tasks_of(output, stage)
+        changing = [i for i, t in enumerate(tasks) if t.startswith(CHANGING)]
+        if changing:
+            assert [t for t in tasks[:changing[0]] if t.startswith(GUARD)], (stage, output)
 
 
 def runs(output, play_prefix):
@@ -111,8 +115,9 @@ def router_inventory(runner, **router_vars):
 def test_every_selection_claims_on_the_router_hosts_and_stage_6_checks_it(runner, tags):
     code, output = runner.run('deploy.yml', router_inventory(runner), '--list-tasks', *tags)
     assert code == 0, output[-4000:]
-    assert [t for t in tasks_of(output, 'Stage 1b') if t.startswith(CLAIM_ROUTERS)], output
-    stage6 = [t for t in tasks_of(output, 'Stage 6') if t != 'tasks:' and 'Validating arguments' not in t]
+    assert [t for t in tasks_of(output, VALIDATE_PLAY) if t.startswith(CLAIM_ROUTERS)], output
+    stage6 = [t for t in tasks_of(output, ROUTERS_PLAY) if 'vllm_router' in t and 'Validating arguments' not in t
+              or t.startswith(ROUTER_GUARD)]
     if stage6:  # the role's tasks run only after the guard
         assert stage6[0].startswith(ROUTER_GUARD), output
     assert bool(stage6) == (tags in ((), ('--tags', 'rollout'), ('--skip-tags', 'install'))), output
