@@ -68,6 +68,9 @@ L2_BUDGET = {"l2-27b": 420, "l2-0.8b": 720}
 # each k after the first once before its misses): 4 next to 1 answers whether a chunk of kN holds one Mamba state
 # or k. The 27B's k=2 (two states, 411,041,792 bytes per key on 5afcd81) never fitted the 420 s budget after 1 and 4.
 L2_MULTIPLES = {"l2-27b": "1,4", "l2-0.8b": "1,4"}
+# A run with less device time names fewer: GPU_KIT_L2_MULTIPLES="l2-0.8b=1;l2-27b=1,4" (the kit's driver keeps it).
+L2_MULTIPLES_ENV = "GPU_KIT_L2_MULTIPLES"
+
 # LMCache's wait for one store request in the L2 cases (lmcache_server_kv_request_timeout): above the 2.9 s a
 # 27B key took on the H200, so that the throughput is measured rather than the timeout.
 L2_REQUEST_TIMEOUT = 10
@@ -75,6 +78,16 @@ L2_REQUEST_TIMEOUT = 10
 # compile caches (the units' HOME); an L2 case right after the acceptance case of its model (the same vLLM
 # argv: a warm start); each case's result is written as soon as it ends.
 DEFAULT_CASES = "27b-gmu0.6,l2-27b,27b-gmu0.5,27b-gmu0.9,0.8b,l2-0.8b"
+
+
+def l2_multiples(name, environ=None):
+    """The chunk multiples of one L2 case: L2_MULTIPLES, or the case's entry of GPU_KIT_L2_MULTIPLES."""
+    given = (os.environ if environ is None else environ).get(L2_MULTIPLES_ENV, "")
+    chosen = dict(item.split("=", 1) for item in given.split(";") if "=" in item)
+    multiples = chosen.get(name, L2_MULTIPLES[name])
+    if not all(k.isdigit() and int(k) > 0 for k in multiples.split(",")):
+        raise ValueError("%s: %s=%r is not a list of chunk multiples such as 1,4" % (L2_MULTIPLES_ENV, name, multiples))
+    return multiples
 
 
 def case_argv(name, venv, out, work, logs, probe_cache):
@@ -93,7 +106,7 @@ def l2_argv(name, venv, out, work, logs, probe_cache, redis_server):
     argv = case_argv(name, venv, out, work, logs, probe_cache)
     return argv + ["--set", "lmcache_server_kv_request_timeout=%s" % L2_REQUEST_TIMEOUT,
                    "--redis-server", redis_server, "--budget", str(L2_BUDGET[name]),
-                   "--multiples", L2_MULTIPLES[name]]
+                   "--multiples", l2_multiples(name)]
 
 
 def l2_summary(name, res):

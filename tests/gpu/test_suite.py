@@ -80,3 +80,12 @@ def test_p2p_cases_give_server_a_an_l1_that_holds_every_prompt_and_report_the_fi
     assert line["first_transfer"] == {"prompt_tokens": 15941, "ttft_s": 2.5, "hit_tokens": 15680}
     empty = {"prompt_tokens": None, "ttft_s": None, "hit_tokens": None}
     assert suite.p2p_summary("p2p-27b", {})["first_transfer"] == empty
+
+
+def test_a_shorter_run_names_fewer_chunk_multiples_for_one_l2_case():
+    env = {"GPU_KIT_L2_MULTIPLES": "l2-0.8b=1"}
+    assert suite.l2_multiples("l2-0.8b", env) == "1"
+    assert suite.l2_multiples("l2-27b", env) == suite.L2_MULTIPLES["l2-27b"] == "1,4"
+    assert suite.l2_multiples("l2-27b", {}) == "1,4"
+    with pytest.raises(ValueError, match="GPU_KIT_L2_MULTIPLES: l2-27b='1,x'"):
+        suite.l2_multiples("l2-27b", {"GPU_KIT_L2_MULTIPLES": "l2-27b=1,x"})

@@ -63,6 +63,23 @@ def test_every_selection_that_changes_a_host_validates_and_claims(runner, tags):
             assert [t for t in tasks[:changing[0]] if t.startswith(GUARD)], (stage, output)
 
 
+STAGE_TASKS = {'2': 'Install the LMCache server', '3': 'Predict N, plan every host with its probed N and check them all',
+               '3b': 'Install the server package', '4': 'Configure the LMCache server',
+               '5': 'Collect and show every host\'s result', '6': 'Refuse a router host whose ownership claim'}
+
+
+@pytest.mark.parametrize('tags, stages', [
+    (('--tags', 'validate'), ''), (('--tags', 'install'), '2'), (('--tags', 'check'), '2 3'),
+    (('--tags', 'rollout'), '2 3 3b 4 5 6'), ((), '2 3 3b 4 5 6'), (('--skip-tags', 'install'), '3 3b 4 5 6')])
+def test_each_selection_runs_its_stages_and_no_other(runner, tags, stages):
+    """Stages that share a play carry their tags on their blocks: --tags install runs stage 2 without stage 3's
+    check, --tags check stops before stage 3b and 4 change anything."""
+    output = listing(runner, *tags)
+    listed = [t for lines in plays(output).values() for t in lines]
+    found = sorted(stage for stage, task in STAGE_TASKS.items() if [t for t in listed if task in t])
+    assert found == sorted(stages.split()), output
+
+
 def runs(output, play_prefix):
     return [t for t in tasks_of(output, play_prefix) if 'Install the server package' in t]
 

@@ -41,7 +41,7 @@ import codecs
 import collections
 import re
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_predict import (
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.hardware import (
     LEGACY_ALIGNMENT,
     PLATFORMS,
 )
@@ -191,7 +191,7 @@ def block_record(line):
 
 
 def kernel_alignment(platform, vllm_version=None):
-    """The kernel block alignment every N of ``platform`` is a multiple of (block_size_predict's
+    """The kernel block alignment every N of ``platform`` is a multiple of (hardware.PLATFORMS'
     kernel minimum: CUDA 16, CPU 32; 16 before vLLM 0.20; 1 for a platform it does not know)."""
     m = re.match(r"^(\d+)\.(\d+)", str(vllm_version or ""))
     if m and (int(m.group(1)), int(m.group(2))) < (0, 20):

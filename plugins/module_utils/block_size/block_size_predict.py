@@ -45,6 +45,8 @@ import json
 import re
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.hardware import (
+    LEGACY_ALIGNMENT,
+    PLATFORMS,
     architecture_from_gpu_name,
     normalize_architecture,
 )
@@ -67,13 +69,6 @@ DENSE_ARCHITECTURES = (
     'LlamaForCausalLM',
     'MistralForCausalLM',
 )
-
-PLATFORMS = {
-    # platform: (default block size, kernel block minimum)
-    'cuda': (16, 16),
-    'cpu': (128, 32),
-}
-LEGACY_ALIGNMENT = 16
 
 # The hardware assumed when the caller names none: the GPU kind the fleet is built for (NVIDIA
 # Hopper, e.g. H100 / H200) on cuda, the CPU backend on cpu.

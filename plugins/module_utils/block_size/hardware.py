@@ -66,6 +66,14 @@ import platform as _platform_mod
 import re
 import subprocess
 
+# vLLM's platforms: (default block size, kernel block minimum); before vLLM 0.20 every N aligned to 16. The
+# prediction and the log reader's check of a reported N read them here (host modules ship this file anyway).
+PLATFORMS = {
+    'cuda': (16, 16),
+    'cpu': (128, 32),
+}
+LEGACY_ALIGNMENT = 16
+
 # The probe's query (what the fingerprint needs) and the gpu_facts module's (a report of the GPUs).
 GPU_QUERY_FIELDS = ("index", "name", "uuid", "memory.total", "memory.used", "driver_version",
                     "compute_cap")
