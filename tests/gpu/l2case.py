@@ -53,7 +53,7 @@ from fleet_collection import ansible_env, ansible_playbook_argv, collections_tre
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool  # noqa: E402
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool_breakeven as breakeven  # noqa: E402
 
-from l2store import STORE_USER, delete_keys, key_bytes, pool_keys, start_store, wait_keys  # noqa: E402
+from l2store import STORE_USER, delete_keys, evicted_keys, key_bytes, pool_keys, start_store, wait_keys  # noqa: E402
 
 LAUNCHER = os.path.join(REPO, "roles", "lmcache_server", "files", "fleet_lmcache_l2.py")
 
@@ -138,7 +138,9 @@ def redact_inventory(path):
 
 def store_vars(case, work):
     return {"kv_store_password": case.password, "kv_store_username": STORE_USER, "kv_store_port": case.args.store_port,
-            "kv_store_bind": "127.0.0.1", "kv_store_maxmemory_keys": case.args.store_keys,
+            "kv_store_bind": "127.0.0.1",
+            "kv_store_maxmemory_keys": case.args.store_keys or l2lib.store_keys(case.args.lengths, case.n,
+                                                                                 case.args.multiples),
             "kv_store_home": os.path.join(work, "store", "data"),
             "kv_store_config_dir": os.path.join(work, "store", "conf")}
 
@@ -398,6 +400,9 @@ def measure_k(case, k, entry, vll, first):
     out["keys"] = case.step("k=%d key bytes" % k, key_bytes, case, out["key_prefix"], chunk)
     out["contention"] = case.step("k=%d contention" % k, contention, case, entry, out)
     case.step("k=%d L2 hits" % k, l2_hits, case, entry, vll, out, prompts)
+    out["store_evicted_keys"] = case.step("k=%d store evictions" % k, evicted_keys, case)
+    if out["store_evicted_keys"] is not None:
+        case.res["checks"]["store_evicted_nothing_k%d" % k] = out["store_evicted_keys"] == 0
     for rows in out["lengths"].values():
         for name in ("miss", "l1_hit", "l2_hit"):
             rows[name] = strip(rows.get(name))
@@ -548,7 +553,8 @@ def parser():
     p.add_argument("--max-tokens", type=int, default=8)
     p.add_argument("--top-logprobs", type=int, default=5)
     p.add_argument("--store-port", type=int, default=6379)
-    p.add_argument("--store-keys", type=int, default=24, help="kv_store_maxmemory_keys (values of the largest k)")
+    p.add_argument("--store-keys", type=int, help="kv_store_maxmemory_keys (values of the largest k; default: enough for "
+                   "every prompt of one k, l2lib.store_keys)")
     p.add_argument("--budget", type=float, default=300, help="seconds of measurements after vLLM is healthy")
     p.add_argument("--request-timeout", type=float, default=120)
     p.add_argument("--lmcache-timeout", type=float, default=180)

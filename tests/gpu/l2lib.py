@@ -9,7 +9,9 @@ Standard library only (the collection's Python is passed in where it is used).""
 from __future__ import annotations
 
 import json
+import math
 import random
+import re
 import socket
 
 HOST_PREFIX = "l2-k"
@@ -200,6 +202,24 @@ def mamba_states(value_k, value_1, k, layers):
 
 
 # ---------------------------------------------------------------- the case's summary
+
+def store_keys(lengths, n, multiples, minimum=24, margin=1.5):
+    """kv_store_maxmemory_keys (values of the largest k) that hold, at the smallest k, every prompt one k writes (a
+    warm-up of the longest length, then one prompt of each length), with half again as margin, at least
+    ``minimum``. A value of k holds k times a value of 1 (both models store k Mamba states per key). A store that
+    evicts a prompt's first chunk loses the whole prefix: LMCache looks the chunks up in order (seen on 793a4ce: 24
+    values of k=1 held 22 of the 0.8B's 75 chunks, and no L2 hit loaded anything)."""
+    kmin, kmax = min(multiples), max(multiples)
+    chunks = sum(-(-int(length) // (kmin * n)) for length in [max(lengths)] + list(lengths))
+    return max(minimum, math.ceil(chunks * margin * kmin / kmax))
+
+
+def evicted_keys(info_stats):
+    """evicted_keys of the store's INFO stats (bytes or text); None when it is not there."""
+    text = info_stats.decode("utf-8", "replace") if isinstance(info_stats, bytes) else str(info_stats)
+    m = re.search(r"^evicted_keys:(\d+)", text, re.M)
+    return int(m.group(1)) if m else None
+
 
 def ratio(value, base):
     return round(value / base, 3) if value and base else None

@@ -104,6 +104,15 @@ def key_bytes(case, prefix, chunk_size=None):
     return out
 
 
+def evicted_keys(case):
+    """The keys the store evicted since it started (INFO stats): a store too small for the prompts' chunks."""
+    client = store_client(case)
+    try:
+        return l2lib.evicted_keys(client.call("INFO", "stats"))
+    finally:
+        client.close()
+
+
 def delete_keys(case, prefix):
     client = store_client(case, timeout=120)
     try:

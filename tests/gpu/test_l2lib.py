@@ -175,3 +175,19 @@ def test_resp_client_against_redis_server_with_the_planned_store(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_the_store_holds_every_prompt_of_one_k_at_the_smallest_k():
+    # The 0.8B (N 544) at k=1 alone: 30 + 15 + 30 chunks with half again, each a value of the largest k (1).
+    assert l2lib.store_keys([8101, 15941], 544, [1]) == 113
+    # With k=4 too, a value of 4 holds four of 1: 75 x 1.5 / 4.
+    assert l2lib.store_keys([8101, 15941], 544, [1, 4]) == 29
+    # The 27B (N 784) at k=1 and 4 keeps the floor of 24 values of k=4 (53 chunks of k=1).
+    assert l2lib.store_keys([8101, 15941], 784, [1, 4]) == 24
+
+
+def test_evicted_keys_come_from_info_stats():
+    info = b"# Stats\r\ntotal_connections_received:4\r\nevicted_keys:53\r\nevicted_clients:0\r\n"
+    assert l2lib.evicted_keys(info) == 53
+    assert l2lib.evicted_keys("# Stats\r\nevicted_keys:0\r\n") == 0
+    assert l2lib.evicted_keys(b"# Stats\r\n") is None
