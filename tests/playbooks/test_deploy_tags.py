@@ -147,3 +147,14 @@ def test_a_router_host_whose_claim_was_skipped_is_refused_at_stage_6(runner, tmp
     assert code != 0, output[-4000:]
     assert 'host rt-1: stage 1b of deploy.yml' in ' '.join(output.split()), output[-4000:]
     assert 'Install vllm-router' not in output and not (tmp_path / 'router-manifest.json').exists()
+
+
+def test_a_failed_serving_host_fails_the_run_after_the_routers_of_the_others_started(runner):
+    """Stages 5 and 6 share a play: a run_once failure fails every host of its play, so the failure of the run for a
+    serving host that failed comes after the routers' tasks (the routers of the deployed hosts still start)."""
+    tasks = tasks_of(listing(runner), ROUTERS_PLAY)
+    fail = [i for i, t in enumerate(tasks) if t.startswith('Fail the run when a host failed')]
+    routers = [i for i, t in enumerate(tasks) if t.startswith('lmcache_vllm.fleet.vllm_router : ')]
+    summary = [i for i, t in enumerate(tasks) if t.startswith('Collect and show every host')]
+    assert fail and routers and summary, tasks
+    assert summary[0] < routers[0] and max(routers) < fail[0] == len(tasks) - 1, tasks
