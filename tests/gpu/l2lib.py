@@ -203,14 +203,22 @@ def mamba_states(value_k, value_1, k, layers):
 
 # ---------------------------------------------------------------- the case's summary
 
+def prompts_written(lengths):
+    """The prompt lengths one k of l2case.py writes to the store, in its order: the warm-up (the longest length), a
+    prompt of each length, then the contention step's two prompts of the first length (the registration check's
+    prompt of one chunk and a third is left to store_keys' margin)."""
+    lengths = [int(length) for length in lengths]
+    return [max(lengths)] + lengths + [lengths[0]] * 2
+
+
 def store_keys(lengths, n, multiples, minimum=24, margin=1.5):
-    """kv_store_maxmemory_keys (values of the largest k) that hold, at the smallest k, every prompt one k writes (a
-    warm-up of the longest length, then one prompt of each length), with half again as margin, at least
-    ``minimum``. A value of k holds k times a value of 1 (both models store k Mamba states per key). A store that
-    evicts a prompt's first chunk loses the whole prefix: LMCache looks the chunks up in order (seen on 793a4ce: 24
-    values of k=1 held 22 of the 0.8B's 75 chunks, and no L2 hit loaded anything)."""
+    """kv_store_maxmemory_keys (values of the largest k) that hold, at the smallest k, every prompt one k writes
+    (prompts_written), with half again as margin, at least ``minimum``. A value of k holds k times a value of 1
+    (both models store k Mamba states per key). A store that evicts a prompt's first chunk loses the whole prefix:
+    LMCache looks the chunks up in order (seen on 793a4ce: 24 values of k=1 held 22 of the 0.8B's chunks, and no L2
+    hit loaded anything)."""
     kmin, kmax = min(multiples), max(multiples)
-    chunks = sum(-(-int(length) // (kmin * n)) for length in [max(lengths)] + list(lengths))
+    chunks = sum(-(-length // (kmin * n)) for length in prompts_written(lengths))
     return max(minimum, math.ceil(chunks * margin * kmin / kmax))
 
 

@@ -178,12 +178,15 @@ def test_resp_client_against_redis_server_with_the_planned_store(tmp_path):
 
 
 def test_the_store_holds_every_prompt_of_one_k_at_the_smallest_k():
-    # The 0.8B (N 544) at k=1 alone: 30 + 15 + 30 chunks with half again, each a value of the largest k (1).
-    assert l2lib.store_keys([8101, 15941], 544, [1]) == 113
-    # With k=4 too, a value of 4 holds four of 1: 75 x 1.5 / 4.
-    assert l2lib.store_keys([8101, 15941], 544, [1, 4]) == 29
-    # The 27B (N 784) at k=1 and 4 keeps the floor of 24 values of k=4 (53 chunks of k=1).
-    assert l2lib.store_keys([8101, 15941], 784, [1, 4]) == 24
+    assert l2lib.prompts_written([8101, 15941]) == [15941, 8101, 15941, 8101, 8101]
+    # The 0.8B (N 544) at k=1 alone: 30 + 15 + 30 + 15 + 15 chunks with half again, each a value of the largest k (1).
+    assert l2lib.store_keys([8101, 15941], 544, [1]) == 158
+    # With k=4 too, a value of 4 holds four of 1: 105 x 1.5 / 4.
+    assert l2lib.store_keys([8101, 15941], 544, [1, 4]) == 40
+    # The 27B (N 784) at k=1 and 4: 75 chunks of k=1, 29 values of k=4.
+    assert l2lib.store_keys([8101, 15941], 784, [1, 4]) == 29
+    # A short run keeps the floor.
+    assert l2lib.store_keys([1000], 784, [1]) == 24
 
 
 def test_evicted_keys_come_from_info_stats():
