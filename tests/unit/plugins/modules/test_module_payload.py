@@ -31,14 +31,15 @@ BOUNDS = {
     'fleet_plan': 0,
     'gpu_facts': 3,
     'router_worker': 2,
-    'service_info': 15,
+    'service_info': 6,
 }
 # What runs on the controller only (the plan and its validation, the KV store's configuration, the fleet report,
-# the router's configuration): no host module may ship one of these packages or files.
+# the router's configuration, the status's explanation of what service_info read): no host module may ship one of
+# these packages or files.
 CONTROLLER_ONLY_PACKAGES = ('plan', 'kv', 'report')
 CONTROLLER_ONLY = (
     'router/router_config.py', 'router/router_drain.py', 'router/router_monitoring.py', 'router/router_status.py',
-    'router/router_units.py',
+    'router/router_units.py', 'status/service_status.py',
 )
 
 
@@ -122,9 +123,10 @@ def test_a_module_ships_host_code_only(module):
 
 
 def test_the_reader_follows_what_the_packer_follows():
-    # service_info reads a status through service_status, which reaches the probe's cache package and, for the
-    # address of a wildcard bind, only the address helper.
+    # service_info reads a host through service_gather, which reaches the GPU reader (and through it the hardware
+    # table) and, for the address of a wildcard bind, only the address helper; the explanation stays behind.
     files = payload(os.path.join(MODULES, 'service_info.py'))
-    assert {'status/service_status.py', 'status/__init__.py', 'shared/addresses.py', 'shared/__init__.py',
-            '_probe/cache.py', '_probe/__init__.py', 'block_size/hardware.py'} <= set(files)
+    assert {'status/service_gather.py', 'status/__init__.py', 'shared/addresses.py', 'shared/__init__.py',
+            'block_size/gpu_facts.py', 'block_size/hardware.py', 'block_size/__init__.py'} <= set(files)
+    assert 'status/service_status.py' not in files and '_probe/cache.py' not in files
     assert payload(os.path.join(MODULE_UTILS, 'shared', 'addresses.py')) == []
