@@ -40,12 +40,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.gpu_
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.journal_diagnose import diagnose
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.mamba_clamp import running_blocks
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status.prometheus_text import lmcache_summary, vllm_summary
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status.service_gather import (  # noqa: F401 (url, unit_name: the status's public helpers)
-    gather,
-    journals,
-    unit_name,
-    url,
-)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status.service_gather import gather, journals
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import status_entries
 
 FAILED_STATES = ('failed',)

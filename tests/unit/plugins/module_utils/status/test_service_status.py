@@ -10,10 +10,12 @@ import json
 
 import pytest
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import service_gather as sg
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import service_status as ss
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import status_entries
 
 from service_host_double import ACTIVE, CACHE, DOUBLE, FP, PARAMS, VLLM_METRICS, Host
+
 
 def test_a_serving_host():
     status = Host().collect()
@@ -124,11 +126,11 @@ def test_a_cpu_build_and_gpus_read_through_the_double():
                                         ('::', 'http://[::1]:9/x'), ('10.0.0.5', 'http://10.0.0.5:9/x'),
                                         ('fd00::5', 'http://[fd00::5]:9/x'), ('[fd00::5]', 'http://[fd00::5]:9/x')])
 def test_url(bind, want):
-    assert ss.url(bind, 9, '/x') == want
+    assert sg.url(bind, 9, '/x') == want
 
 
 def test_unit_name_and_state():
-    assert ss.unit_name('vllm') == 'vllm.service' and ss.unit_name('vllm@a.service') == 'vllm@a.service'
+    assert sg.unit_name('vllm') == 'vllm.service' and sg.unit_name('vllm@a.service') == 'vllm@a.service'
     state = ss.unit_state({})
     assert state['present'] is False and state['active_state'] == 'unknown' and state['restarts'] is None
 
