@@ -4,7 +4,8 @@
 """Filters for the deploy playbook's reports.
 
 ``journal_diagnose`` turns a failed unit's journal into plain-words findings; ``rollout_findings`` keeps those that
-explain a failed rollout (report/rollout_findings.py).
+explain a failed rollout, ``stage_findings`` those of a host that failed before its services changed
+(report/rollout_findings.py).
 
 Documentation: ``plugins/filter/journal_diagnose.yml``.
 """
@@ -39,8 +40,16 @@ def rollout_findings(journals, host, stage, plan, task=None, message=None):
     return rollout.rollout_findings(journals[0], journals[1], host, stage, plan, task, message)
 
 
+def stage_findings(result, host, plan, task=None):
+    """The findings of a host that failed before its services changed, from the failed task's result."""
+    if not isinstance(plan, dict):
+        raise AnsibleFilterError('stage_findings: plan must be the host plan (__fleet_plan)')
+    return rollout.stage_findings(result, host, plan, task)
+
+
 class FilterModule:
     """lmcache_vllm.fleet diagnosis filters."""
 
     def filters(self):
-        return {'journal_diagnose': journal_diagnose, 'rollout_findings': rollout_findings}
+        return {'journal_diagnose': journal_diagnose, 'rollout_findings': rollout_findings,
+                'stage_findings': stage_findings}

@@ -95,3 +95,24 @@ def test_check_mode_with_a_router_in_front_of_the_host_drains_nothing_and_fails_
     assert 'fleet-test-router-tiny-hosts' in output
     assert list(root.iterdir()) == [] and list(router_root.iterdir()) == [], sorted(
         str(p) for p in tmp_path.rglob('*') if 'host' in p.parts or 'router' in p.parts)
+
+
+def test_a_host_that_fails_before_its_services_change_is_explained_in_plain_words(runner, tmp_path):
+    """Stage 2's rescue (filter stage_findings): a CUDA host asks for more GPUs than nvidia-smi shows. nvidia-smi is
+    tests/doubles/nvidia-smi-double (a TEST DOUBLE printing saved output of a host with 2 H200), since this machine has
+    no GPU."""
+    root = tmp_path / 'host'
+    root.mkdir()
+    host = local_host(root, vllm_server_model=MODEL, vllm_server_hybrid=True, vllm_server_served_model_name='tiny',
+                      vllm_server_os_packages=[], lmcache_server_os_packages=[], vllm_server_device='cuda', vllm_server_tensor_parallel_size=4,
+                      fleet_nvidia_smi=os.path.join(REPO_ROOT, 'tests', 'doubles', 'nvidia-smi-double'))
+    inventory = write_inventory(tmp_path, {'localhost': host})
+
+    code, output = runner.run('deploy.yml', inventory, '-e', 'ansible_become=false', '--check',
+                              env={'FLEET_FAKE_NVIDIA_SMI': 'h200x2'})
+
+    assert code != 0, output[-6000:]
+    failed = re.search(r'localhost failed during gpus, its services were not changed: (.*)', output)
+    assert failed, output[-6000:]
+    assert 'vllm_server_tensor_parallel_size' in failed.group(1) and 'host localhost' in failed.group(1)
+    assert list(root.iterdir()) == []

@@ -7,6 +7,8 @@
 findings of the unit whose stage failed first, then those of the other unit; vLLM's "LMCache did not respond"
 adds nothing when LMCache's own journal names why (its shared memory, its handler); and when no journal names a
 cause, the failed task and its message, with the stage's last journal error where there is one.
+:func:`stage_findings` explains a host that failed before any service changed (install, GPUs, probe) from the
+failed task's own answer (its message, the probe's log tail, stderr).
 """
 
 from __future__ import annotations
@@ -46,3 +48,14 @@ def rollout_findings(lmcache_journal, vllm_journal, host, stage, plan, task=None
     secondary = _known(other)
     primary = _known(own) or ([] if secondary else _task_failure(host, task, message, own))
     return primary + secondary
+
+
+def stage_findings(result, host, plan, task=None):
+    """The findings of a host that failed before its services changed, from the failed task's ``result`` (its
+    ``msg``, the probe's ``log_tail`` and ``stderr`` read as one journal); cause ``unknown`` names the task."""
+    result = result if isinstance(result, dict) else {}
+    text = '\n'.join(str(result.get(key) or '') for key in ('msg', 'log_tail', 'stderr'))
+    known = _known(diagnose(text, service='vllm', host=host, device=plan['n_inputs']['platform'],
+                            model=plan['n_inputs']['model']))
+    return known or [{'cause': 'unknown', 'message': 'host %s: %s failed: %s' % (
+        host, task or 'a task', str(result.get('msg') or '').strip())}]

@@ -55,3 +55,15 @@ def test_the_filter_checks_its_input():
         rollout_filter(SHM, 'gpu-01', 'lmcache', PLAN)
     with pytest.raises(AnsibleFilterError, match='host plan'):
         rollout_filter([SHM, ''], 'gpu-01', 'lmcache', None)
+
+
+def test_a_host_that_failed_before_its_services_changed():
+    from ansible_collections.lmcache_vllm.fleet.plugins.filter.diagnose import stage_findings
+    probe = {'msg': 'vLLM exited before it printed N', 'log_tail': DISK_FULL, 'stderr': ''}
+    found = stage_findings(probe, 'gpu-01', PLAN, 'Probe N')
+    assert causes(found) == ['disk_full'] and found[0]['message'].startswith('host gpu-01: ')
+    assert stage_findings({'msg': ' no such package vllm==9 \n'}, 'gpu-01', PLAN, 'Install vLLM') == [
+        {'cause': 'unknown', 'message': 'host gpu-01: Install vLLM failed: no such package vllm==9'}]
+    assert causes(stage_findings(None, 'gpu-01', PLAN)) == ['unknown']
+    with pytest.raises(AnsibleFilterError, match='host plan'):
+        stage_findings({}, 'gpu-01', None)
