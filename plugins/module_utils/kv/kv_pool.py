@@ -78,6 +78,9 @@ REQUEST_TIMEOUT_DEFAULT = 1.0
 REQUEST_TIMEOUT_MAX = 60
 
 
+# What a store's sizing reads of each pooled host (kv_store_sizing).
+SIZED = ('value_bytes', 'chunk_size', 'ranks', 'max_model_len')
+
 def attention_backend(extra_args, env):
     """The attention backend the host forces (``--attention-backend`` in any spelling vLLM accepts, or
     ``VLLM_ATTENTION_BACKEND``), or auto."""
@@ -278,13 +281,16 @@ def adapter_json(pool, nodes, username, password, inputs, cluster=False, request
 
 def sizing(prediction, derived, n_inputs, prefill=None):
     """What the host writes to its pool and when the store loses against recompute: bytes per token (every rank),
-    the largest value (one chunk of one rank) and the break-even store throughput (kv_pool_breakeven)."""
+    the largest value (one chunk of one rank), the ranks and the longest prompt (vllm_server_max_model_len; None:
+    the model's) that size the store in values, and the break-even store throughput (kv_pool_breakeven)."""
     per_token, unknown = sizes.bytes_per_token(prediction, n_inputs.get('tensor_parallel_size'))
     chunk = derived.get('chunk_size')
     value = sizes.value_bytes(chunk, per_token['rank']) if per_token and chunk else None
     target, why = breakeven.break_even(per_token and per_token['total'], prefill)
     return {'bytes_per_token': per_token and per_token['total'], 'bytes_per_token_rank': per_token and per_token['rank'],
             'bytes_per_token_unknown': unknown, 'chunk_size': chunk, 'value_bytes': value,
+            'ranks': int(n_inputs.get('tensor_parallel_size') or 1),
+            'max_model_len': (derived.get('mamba_inputs') or {}).get('max_model_len'),
             'prefill_tokens_per_second': prefill, 'break_even_bytes_per_second': target,
             'break_even_GB_per_second': breakeven.gbps(target), 'break_even_unknown': unknown or why}
 
@@ -397,6 +403,8 @@ def summary(kv):
             'kv_transport': 'p2p' if p2p else ('store' if kv else None),
             'kv_coordinator': '%s (%s)' % (p2p['coordinator'], p2p['coordinator_url']) if p2p else None,
             'kv_bytes_per_token': sized.get('bytes_per_token'), 'kv_value_bytes': sized.get('value_bytes'),
+            'kv_chunk_size': sized.get('chunk_size'), 'kv_ranks': sized.get('ranks'),
+            'kv_max_model_len': sized.get('max_model_len'),
             'kv_break_even_GB_per_second': sized.get('break_even_GB_per_second'),
             'kv_break_even_unknown': sized.get('break_even_unknown')}
 
@@ -412,8 +420,9 @@ def sizing_text(row):
 
 
 def pool_values(plans):
-    """``[{host, pool, value_bytes}]`` of the host plans (or the plan's summary rows: ``kv_pool``,
-    ``kv_value_bytes``) in a pool whose largest value is known (the KV stores' sizing: kv_store_sizing.largest_value)."""
+    """``[{host, pool, value_bytes, chunk_size, ranks, max_model_len}]`` of the host plans (or the plan's summary rows:
+    ``kv_pool``, ``kv_value_bytes``, ``kv_chunk_size``, ...) in a pool whose largest value is known (the KV stores'
+    sizing: kv_store_sizing.largest_value, prompt_tokens)."""
     out = []
     for plan in plans or []:
         if not isinstance(plan, dict):
@@ -422,11 +431,12 @@ def pool_values(plans):
         if isinstance(kv, dict) and kv.get('p2p'):
             continue
         if isinstance(kv, dict):
-            pool, value = kv.get('pool'), (kv.get('sizing') or {}).get('value_bytes')
+            sized = kv.get('sizing') or {}
+            pool, found = kv.get('pool'), dict((k, sized.get(k)) for k in SIZED)
         else:
-            pool, value = kv, plan.get('kv_value_bytes')
-        if pool and value:
-            out.append({'host': plan.get('host'), 'pool': pool, 'value_bytes': value})
+            pool, found = kv, dict((k, plan.get('kv_' + k)) for k in SIZED)
+        if pool and found['value_bytes']:
+            out.append(dict(found, host=plan.get('host'), pool=pool))
     return out
 
 

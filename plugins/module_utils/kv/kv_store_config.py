@@ -292,7 +292,16 @@ def _sizing(c, v, pool_values):
                     ', '.join(v['pools']), 'deploy the store with its pools\' hosts, or set kv_store_max_value_bytes')
         keys = None
     settings = sizes.store_settings(largest, keys, v['maxmemory_mb'])
-    settings.update(max_value_bytes=largest, max_value_from=sources)
+    settings.update(max_value_bytes=largest, max_value_from=sources,
+                    prompt_tokens=sizes.prompt_tokens(settings['maxmemory'], pool_values, v['pools']))
+    for longer in sizes.longer_prompts(settings['maxmemory'], pool_values, v['pools']):
+        c.warnings.append(
+            'store %s keeps prompts of host %s whole up to %d tokens, but the host serves prompts of up to %d tokens '
+            '(vllm_server_max_model_len): one that long writes %d values and evicts its own first chunks, so it never '
+            'hits; give the store at least %d MiB (kv_store_maxmemory_mb, or kv_store_maxmemory_keys in values of its '
+            'largest pool value), or accept that longer prompts recompute'
+            % (c.host, longer['host'], longer['whole'], longer['max_model_len'], longer['values'],
+               longer['maxmemory_mb']))
     if largest and settings['keys'] is not None and settings['keys'] < 1 and v['maxmemory_mb']:
         need = -(-sizes.maxmemory_bytes(1, largest) // sizes.MIB)
         c.error('kv_store_maxmemory_mb', v['maxmemory_mb'], 'holds no value of %d B (the largest of %s) with room for '
@@ -522,6 +531,7 @@ def plan_store(host, settings, candidates=None, defaults=None, pool_values=None)
                     'maxmemory_mb': v['maxmemory_mb'], 'policy': v['policy'], 'cluster': v['cluster'],
                     'maxmemory': v['sizing']['maxmemory'], 'max_value_bytes': v['sizing']['max_value_bytes'],
                     'keys': v['sizing']['keys'], 'proto_max_bulk_len': v['sizing']['proto_max_bulk_len'],
+                    'prompt_tokens': v['sizing']['prompt_tokens'],
                     'sizing_line': sizes.summary_line(host, v['sizing']),
                     'pools': v['pools'], 'service': v['service_name'],
                     'exporter': plan['exporter']['listen'] if v['exporter']['enabled'] else None},

@@ -11,6 +11,12 @@ is ``chunk size x that`` (:func:`value_bytes`; the chunk is N or a multiple k x 
 N 784): 64 x 4,096 B = 256 KiB per token, 205,520,896 B per key at k = 1. Whether a chunk of k x N holds one GDN
 state or k is not known: the value is counted with k (an upper bound, the safe side for the limits below).
 
+A prompt of L tokens on a host of chunk size C and tensor-parallel size T writes ceil(L / C) x T values, and the
+store evicts the least recently used ones: a store that holds fewer values than one prompt evicts that prompt's
+first chunks while it writes the last, and LMCache looks chunks up in order, so such a prompt never hits.
+:func:`prompt_tokens` says how long a prompt the store keeps whole, :func:`longer_prompts` which hosts serve longer
+ones (their ``vllm_server_max_model_len``).
+
 The store (Redis 7.0 / Valkey) refuses a value above ``proto-max-bulk-len`` (default 512 MiB: a 27B key at k = 3)
 and closes a client whose query buffer (the whole SET) passes ``client-query-buffer-limit`` (default 1 GiB);
 :func:`store_settings` sets both above the largest value. A reply (a GET) waits in the client's output buffer,
@@ -126,12 +132,46 @@ def largest_value(pool_values, pools, given=None):
     return largest, hosts + (['kv_store_max_value_bytes'] if given and int(given) == largest else [])
 
 
+def _pooled(pool_values, pools):
+    return [v for v in pool_values or [] if isinstance(v, dict) and v.get('pool') in (pools or [])
+            and isinstance(v.get('chunk_size'), int) and v['chunk_size'] > 0
+            and isinstance(v.get('value_bytes'), int) and v['value_bytes'] > 0]
+
+
+def _whole(maxmemory, value):
+    """The longest prompt (tokens) a store of ``maxmemory`` bytes keeps whole for one host's values."""
+    return (keys_held(maxmemory, value['value_bytes']) // max(1, int(value.get('ranks') or 1))) * value['chunk_size']
+
+
+def prompt_tokens(maxmemory, pool_values, pools):
+    """The longest prompt (tokens) a store of ``maxmemory`` bytes keeps whole for the most demanding host of its
+    pools (``pool_values``: kv_pool.pool_values, each host's value, chunk size and ranks), or None when unknown."""
+    found = _pooled(pool_values, pools)
+    return min(_whole(maxmemory, v) for v in found) if maxmemory and found else None
+
+
+def longer_prompts(maxmemory, pool_values, pools):
+    """``[{host, max_model_len, whole, values, maxmemory_mb}]``: the hosts whose ``vllm_server_max_model_len`` is
+    longer than a store of ``maxmemory`` bytes keeps whole (``values``: what one prompt that long writes,
+    ``maxmemory_mb``: the store that keeps it whole)."""
+    out = []
+    for v in _pooled(pool_values, pools) if maxmemory else []:
+        length = v.get('max_model_len')
+        if isinstance(length, int) and length > _whole(maxmemory, v):
+            values = -(-length // v['chunk_size']) * max(1, int(v.get('ranks') or 1))
+            out.append({'host': v['host'], 'max_model_len': length, 'whole': _whole(maxmemory, v), 'values': values,
+                        'maxmemory_mb': -(-maxmemory_bytes(values, v['value_bytes']) // MIB)})
+    return out
+
+
 def summary_line(host, settings):
     """One line of plan.yml for a store: its largest value and the limits that follow."""
     if not settings.get('max_value_bytes'):
         return ('store %s: the largest value of its pools is unknown (no pooled host with a known page size, no '
                 'kv_store_max_value_bytes): the servers\' default limits, maxmemory %d B' % (host, settings['maxmemory']))
+    whole = settings.get('prompt_tokens')
     return ('store %s: largest value %d B (%s), proto-max-bulk-len %d, client-query-buffer-limit %d, maxmemory %d B '
-            '(%d values)' % (host, settings['max_value_bytes'], ', '.join(settings.get('max_value_from') or []),
-                             settings['proto_max_bulk_len'], settings['client_query_buffer_limit'],
-                             settings['maxmemory'], settings['keys']))
+            '(%s values%s)' % (host, settings['max_value_bytes'], ', '.join(settings.get('max_value_from') or []),
+                               settings['proto_max_bulk_len'], settings['client_query_buffer_limit'],
+                               settings['maxmemory'], 'no limit on' if settings['keys'] is None else settings['keys'],
+                               '' if whole is None else '; prompts of up to %d tokens stay whole' % whole))

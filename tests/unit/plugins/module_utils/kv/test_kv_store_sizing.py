@@ -115,6 +115,43 @@ def test_small_values_keep_the_servers_defaults_and_a_given_size_counts():
     assert sizes.largest_value([{'host': 'a', 'pool': 'other', 'value_bytes': 9}], ['default']) == (None, [])
 
 
+def test_the_store_says_how_long_a_prompt_it_keeps_whole_and_warns_about_longer_ones():
+    """A store that holds fewer values than one prompt evicts that prompt's first chunks while it writes the last
+    (LRU), and LMCache looks chunks up in order: such a prompt never hits (seen on the H200 with the 0.8B)."""
+    long_27b = pooled_plan('qwen3.6-27b', 784, vllm_server_max_model_len=16384)
+    values = kv_pool.pool_values([long_27b])
+    assert values == [{'host': 'gpu-1', 'pool': 'default', 'value_bytes': 205520896, 'chunk_size': 784, 'ranks': 1,
+                       'max_model_len': 16384}]
+    # 24 values of 205,520,896 B (the GPU harness's store): 24 chunks of 784 tokens
+    plan = ks.plan_store('store-1', dict(STORE, kv_store_maxmemory_keys=24), None, pool_values=values)
+    assert plan['errors'] == [] and plan['warnings'] == []
+    assert plan['summary']['prompt_tokens'] == 24 * 784
+    assert plan['summary']['sizing_line'].endswith('(24 values; prompts of up to 18816 tokens stay whole)')
+    # the role's default, 1024 MiB: 2 values besides the 2 in flight, so 1,568 tokens; a 16k prompt writes 21
+    small = ks.plan_store('store-1', dict(STORE), None, pool_values=values)
+    assert small['summary']['prompt_tokens'] == 2 * 784
+    assert small['warnings'] == [
+        'store store-1 keeps prompts of host gpu-1 whole up to 1568 tokens, but the host serves prompts of up to 16384 '
+        'tokens (vllm_server_max_model_len): one that long writes 21 values and evicts its own first chunks, so it '
+        'never hits; give the store at least %d MiB (kv_store_maxmemory_mb, or kv_store_maxmemory_keys in values of '
+        'its largest pool value), or accept that longer prompts recompute'
+        % -(-sizes.maxmemory_bytes(21, 205520896) // sizes.MIB)]
+    # the size it names keeps the prompt whole; tensor parallelism writes one value per rank
+    enough = -(-sizes.maxmemory_bytes(21, 205520896) // sizes.MIB)
+    assert ks.plan_store('store-1', dict(STORE, kv_store_maxmemory_mb=enough), None, pool_values=values)['warnings'] == []
+    two_ranks = dict(values[0], ranks=2)
+    assert sizes.prompt_tokens(sizes.maxmemory_bytes(24, 205520896), [two_ranks], ['default']) == 12 * 784
+    # no vllm_server_max_model_len (the model's own): the line says it, nothing is assumed
+    model_len = ks.plan_store('store-1', dict(STORE), None, pool_values=kv_pool.pool_values(
+        [pooled_plan('qwen3.6-27b', 784)]))
+    assert model_len['warnings'] == [] and model_len['summary']['prompt_tokens'] == 1568
+    # the 0.8B (N 544, 26,738,688 B per value) in the same store keeps much longer prompts whole than the 27B
+    both = kv_pool.pool_values([long_27b, pooled_plan('qwen3.5-0.8b', 544)])
+    assert sizes.prompt_tokens(1024 * sizes.MIB, both, ['default']) == 1568
+    assert sizes.prompt_tokens(1024 * sizes.MIB, both[1:], ['default']) == \
+        sizes.keys_held(1024 * sizes.MIB, both[1]['value_bytes']) * 544
+
+
 def test_a_store_too_small_for_one_value_is_refused_with_the_size_it_needs():
     values = [{'host': 'gpu-1', 'pool': 'default', 'value_bytes': 205520896}]
     plan = ks.plan_store('store-1', dict(STORE, kv_store_maxmemory_mb=256), None, pool_values=values)
