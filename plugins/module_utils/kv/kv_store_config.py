@@ -527,13 +527,17 @@ def plan_store(host, settings, candidates=None, defaults=None, pool_values=None)
                    'stdin': password},
         'endpoint': '%s:%s' % store_endpoint(host, cfg, {}),
         'cluster': cluster_step(server, v, admin_password) if v['cluster'] else None,
-        'summary': {'host': host, 'server': server['name'], 'bind': v['bind'], 'port': v['port'],
-                    'maxmemory_mb': v['maxmemory_mb'], 'policy': v['policy'], 'cluster': v['cluster'],
-                    'maxmemory': v['sizing']['maxmemory'], 'max_value_bytes': v['sizing']['max_value_bytes'],
-                    'keys': v['sizing']['keys'], 'proto_max_bulk_len': v['sizing']['proto_max_bulk_len'],
-                    'prompt_tokens': v['sizing']['prompt_tokens'],
-                    'sizing_line': sizes.summary_line(host, v['sizing']),
-                    'pools': v['pools'], 'service': v['service_name'],
-                    'exporter': plan['exporter']['listen'] if v['exporter']['enabled'] else None},
+        'summary': _summary(host, v, server, plan['exporter']),
     })
     return plan
+
+
+def _summary(host, v, server, exporter_plan):
+    """The store's row of the plan and status: where it listens, its limits and its sizing line."""
+    sized = v['sizing']
+    return {'host': host, 'server': server['name'], 'bind': v['bind'], 'port': v['port'],
+            'maxmemory_mb': v['maxmemory_mb'], 'policy': v['policy'], 'cluster': v['cluster'],
+            'maxmemory': sized['maxmemory'], 'max_value_bytes': sized['max_value_bytes'], 'keys': sized['keys'],
+            'proto_max_bulk_len': sized['proto_max_bulk_len'], 'prompt_tokens': sized['prompt_tokens'],
+            'sizing_line': sizes.summary_line(host, sized), 'pools': v['pools'], 'service': v['service_name'],
+            'exporter': exporter_plan['listen'] if v['exporter']['enabled'] else None}
