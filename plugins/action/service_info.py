@@ -27,10 +27,12 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
+        # Checked here before the host is contacted; the module gets the task's own arguments (a path is expanded
+        # on the host, not here) and the explanation reads the checked ones with their defaults.
         _validation, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        params.pop('journals', None)
+        args = dict((k, v) for k, v in self._task.args.items() if k != 'journals')
         try:
-            answer = self._execute_module(module_name=MODULE, module_args=params, task_vars=task_vars)
+            answer = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
             if answer.get('failed') or answer.get('unreachable') or 'raw' not in answer:
                 result.update(answer)
                 return result
@@ -38,7 +40,7 @@ class ActionModule(ActionBase):
             texts, read = {}, {}
             if wanted:
                 requests = [dict((k, w[k]) for k in ('unit', 'lines', 'invocation') if k in w) for w in wanted]
-                read = self._execute_module(module_name=MODULE, module_args=dict(params, journals=requests),
+                read = self._execute_module(module_name=MODULE, module_args=dict(args, journals=requests),
                                             task_vars=task_vars)
                 if read.get('failed') or read.get('unreachable'):
                     result.update(read)

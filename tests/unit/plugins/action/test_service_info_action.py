@@ -14,9 +14,11 @@ from unittest import mock
 
 import pytest
 from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.lmcache_vllm.fleet.plugins.action.service_info import ActionModule
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import service_gather
+from ansible_collections.lmcache_vllm.fleet.plugins.modules.service_info import ARGUMENT_SPEC
 
 from service_host_double import PARAMS, VLLM_METRICS, Host
 
@@ -29,13 +31,17 @@ def _action(host, args):
     calls = []
 
     def execute_module(module_name, module_args, task_vars):
+        """The module on the simulated host: its own argument spec, then gather or journals."""
         calls.append(dict(module_args))
         if host is None:
             return {'unreachable': True, 'msg': 'host gpu-01 is down'}
-        if module_args.get('journals') is not None:
-            return {'changed': False, 'journals': service_gather.journals(host.run, module_args['journals'])}
+        checked = ArgumentSpecValidator(ARGUMENT_SPEC).validate(dict(module_args))
+        assert module_name == 'lmcache_vllm.fleet.service_info' and checked.error_messages == []
+        params = checked.validated_parameters
+        if params['journals'] is not None:
+            return {'changed': False, 'journals': service_gather.journals(host.run, params['journals'])}
         return {'changed': False, 'warnings': ['a warning from the host'],
-                'raw': service_gather.gather(module_args, host.run, host.http_get, host.read_text, host.which)}
+                'raw': service_gather.gather(params, host.run, host.http_get, host.read_text, host.which)}
     action._execute_module = execute_module
     action._remove_tmp_path = lambda path: None
     return action, calls
@@ -47,7 +53,8 @@ def test_a_serving_host_whose_metric_says_n_is_one_round_trip():
         'vllm:cache_config_info{block_size="784",engine="0",mamba_cache_mode="align",num_gpu_blocks="604"} 1.0\n'))
     action, calls = _action(host, PARAMS)
     result = action.run(task_vars={})
-    assert len(calls) == 1 and calls[0]['journal_lines'] == 200
+    # the module gets the task's own arguments; the explanation read the checked ones
+    assert len(calls) == 1 and calls[0] == PARAMS
     assert result['state'] == 'serving' and result['changed'] is False
     assert (result['block_size']['live']['n'], result['block_size']['live']['source']) == (784, 'metric')
     assert result == dict(host.collect(), changed=False, warnings=['a warning from the host'])
@@ -78,3 +85,17 @@ def test_an_unreachable_host_and_bad_arguments():
     with pytest.raises(AnsibleActionFail, match='vllm_port'):
         action.run(task_vars={})
     assert calls == []
+
+
+def test_a_task_with_only_the_host_reads_the_modules_defaults():
+    host = Host()
+    host.units['vllm-server.service'] = host.units.pop('vllm.service')
+    action, calls = _action(host, {'host': 'gpu-01', 'vllm_service': 'vllm-server', 'gpus': False})
+    result = action.run(task_vars={})
+    task = {'host': 'gpu-01', 'vllm_service': 'vllm-server', 'gpus': False}
+    # the metric does not say N here: the second round trip reads the running vLLM's start
+    assert calls == [task, dict(task, journals=[{'unit': 'vllm-server.service', 'invocation': '0123abcd'}])]
+    # the defaults: vLLM on 127.0.0.1:8000, LMCache's HTTP on 127.0.0.1:8080, the venvs under /opt
+    assert result['services']['vllm']['unit'] == 'vllm-server.service'
+    assert result['services']['vllm']['health']['url'] == 'http://127.0.0.1:8000/health'
+    assert result['versions']['vllm'] == '0.32.0' and result['state'] == 'serving'
