@@ -81,6 +81,7 @@ REQUEST_TIMEOUT_MAX = 60
 # What a store's sizing reads of each pooled host (kv_store_sizing).
 SIZED = ('value_bytes', 'chunk_size', 'ranks', 'max_model_len')
 
+
 def attention_backend(extra_args, env):
     """The attention backend the host forces (``--attention-backend`` in any spelling vLLM accepts, or
     ``VLLM_ATTENTION_BACKEND``), or auto."""

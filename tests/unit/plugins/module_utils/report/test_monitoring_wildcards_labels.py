@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import addresses
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import fleet_report
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import service_status
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import service_gather
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_config, kv_store_exporter
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_rules import FleetRuleError
 
@@ -22,12 +22,18 @@ V6_WILDCARDS = ['::', '[::]', '0:0:0:0:0:0:0:0', '::0', '0000:0000::0000', '[0:0
 NOT_WILDCARDS = ['127.0.0.1', '::1', '10.0.0.5', 'fd00::5', 'gpu-01.example.internal', '0.0.0.1', 'localhost']
 
 
+def status_dials(bind):
+    """The address the status module (service_gather.url) dials for a server bound to ``bind``."""
+    host = service_gather.url(bind, 9, '/x')[len('http://'):-len(':9/x')]
+    return host.strip('[]')
+
+
 @pytest.mark.parametrize('bind', V4_WILDCARDS + V6_WILDCARDS)
 def test_every_wildcard_spelling_is_read_as_a_wildcard(bind):
     assert addresses.is_wildcard(bind)
     want = '127.0.0.1' if bind in ('', '*', '0.0.0.0') else '::1'
     assert addresses.url_host(bind).strip('[]') == want
-    assert service_status.connect_host(bind) == want
+    assert status_dials(bind) == want
     assert kv_store_exporter._dial(bind) == want
     assert kv_store_config.store_endpoint('kv-1', {'kv_store_bind': bind, 'kv_store_port': 6379,
                                                    'ansible_host': '10.0.0.9'}, {}) == ('10.0.0.9', 6379)
@@ -36,7 +42,7 @@ def test_every_wildcard_spelling_is_read_as_a_wildcard(bind):
 @pytest.mark.parametrize('bind', NOT_WILDCARDS)
 def test_other_addresses_are_not_wildcards(bind):
     assert not addresses.is_wildcard(bind)
-    assert service_status.connect_host(bind) == bind
+    assert status_dials(bind) == bind
     assert kv_store_exporter._dial(bind) == bind
     assert kv_store_config.store_endpoint('kv-1', {'kv_store_bind': bind, 'kv_store_port': 6379,
                                                    'ansible_host': '10.0.0.9'}, {}) == (bind, 6379)
