@@ -133,9 +133,8 @@ def _fingerprint_and_n(raw, services):
                                    services['vllm']['description'])
 
 
-def _live_inputs(p, raw, services):
-    """(vLLM's metrics body, whether the model is hybrid, the platform) for reading N back."""
-    _fingerprint, n = _fingerprint_and_n(raw, services)
+def _live_inputs(p, raw, n):
+    """(vLLM's metrics body, whether the model is hybrid, the platform) for reading N back (``n``: block_size)."""
     hybrid = (n.get('n') or n.get('unit_n') or 0) != 16
     return _body(raw['http']['vllm_metrics']) or '', hybrid, p.get('device') or 'cuda'
 
@@ -150,7 +149,7 @@ def wanted_journals(p, raw):
             wanted.append({'key': key, 'unit': services[key]['unit'], 'lines': p.get('journal_lines') or 200})
     vllm = services['vllm']
     if vllm['active_state'] == 'active' and vllm['invocation_id']:
-        body, hybrid, device = _live_inputs(p, raw, services)
+        body, hybrid, device = _live_inputs(p, raw, _fingerprint_and_n(raw, services)[1])
         if read_back(body, None, hybrid=hybrid, platform=device)['n'] is None:
             wanted.append({'key': 'live', 'unit': vllm['unit'], 'invocation': vllm['invocation_id']})
     return wanted
@@ -176,7 +175,7 @@ def explain(params, raw, texts):
     metrics = {'lmcache': dict(_endpoint(raw['http']['lmcache_metrics']), **lmcache_summary(_body(raw['http']['lmcache_metrics']) or '')),
                'vllm': dict(_endpoint(raw['http']['vllm_metrics']), **vllm_summary(_body(raw['http']['vllm_metrics']) or ''))}
     fingerprint, n = _fingerprint_and_n(raw, services)
-    n['live'] = _live_block_size(p, raw, services, texts)
+    n['live'] = _live_block_size(p, raw, services, n, texts)
     mamba = running_blocks(raw['files']['mamba'], fingerprint, p.get('mamba_inputs'), (n['live'] or {}).get('num_gpu_blocks'))
     gpus = raw['gpus']
     if gpus is not None:
@@ -279,11 +278,11 @@ def _findings(p, services, texts, host):
     return findings
 
 
-def _live_block_size(p, raw, services, texts):
+def _live_block_size(p, raw, services, n, texts):
     """N read back from the running vLLM: its metric, else the journal of its current start."""
     if services['vllm'].get('active_state') != 'active':
         return read_back('', None)
-    body, hybrid, device = _live_inputs(p, raw, services)
+    body, hybrid, device = _live_inputs(p, raw, n)
     return read_back(body, texts.get('live'), hybrid=hybrid, platform=device)
 
 
