@@ -19,12 +19,15 @@ def _pair(entry):
                              'block_size_probe result\'s inputs, e.g. with compute_only=true), got %r' % (entry,))
 
 
-def probe_groups(hosts, cached=None):
-    """The hardware groups of ``hosts``: {host, inputs} or [host, inputs] (inputs: the probe's RV inputs, or null)."""
+def probe_groups(hosts, cached=None, per_group=True):
+    """The hardware groups of ``hosts``: {host, inputs} or [host, inputs] (inputs: the probe's RV inputs, or null);
+    ``per_group`` false: each host a group of its own."""
     if not isinstance(hosts, list):
         raise AnsibleFilterError('probe_groups expects a list of {host, inputs} or [host, inputs], got %s'
                                  % type(hosts).__name__)
-    groups = hardware_groups.form_groups([_pair(h) for h in hosts], cached=cached or [])
+    if not isinstance(per_group, bool):
+        raise AnsibleFilterError('probe_groups: per_group must be a boolean, got %r' % (per_group,))
+    groups = hardware_groups.form_groups([_pair(h) for h in hosts], cached=cached or [], per_group=per_group)
     for group in groups:
         group['line'] = hardware_groups.describe(group)
     return groups

@@ -31,12 +31,12 @@ def probe_result(uuid, tp=1):
             'service_fingerprint': service_fingerprint(inputs)}
 
 
-def run(runner, results, canary_n, own_n=None, canary_m=None):
+def run(runner, results, canary_n, own_n=None, canary_m=None, **extra_vars):
     hosts = {host: {'vllm_server_model': 'Qwen/Qwen3.5-0.8B'} for host in results}
     inventory = runner.write_inventory(hosts)
     extra = runner.workdir / 'extra.json'
     extra.write_text(json.dumps({'test_probe_results': results, 'test_canary_n': canary_n, 'test_own_n': own_n or {},
-                                 'test_canary_m': canary_m or {}}))
+                                 'test_canary_m': canary_m or {}, **extra_vars}))
     code, output = runner.run(PLAYBOOK, inventory, '-e', '@%s' % extra)
     assert code == 0, output[-6000:]
     assert_no_contact(output)
@@ -59,6 +59,15 @@ def test_identical_hosts_take_the_canarys_n_with_their_own_fingerprints(runner):
         assert probe['service_fingerprint'] != results['a-1']['service_fingerprint']
     assert 'probe group G1: 3 host(s), probed on a-1, taken by a-2, a-3' in output
     assert 'probe group G2: 1 host(s), probed on b-1' in output
+
+
+def test_without_probe_groups_every_host_is_a_group_of_its_own_and_probes_itself(runner):
+    """fleet_probe_per_group=false takes the same path: identical hosts each form a group of one and probe."""
+    results = {'a-1': probe_result('GPU-a'), 'a-2': probe_result('GPU-b')}
+    got, output = run(runner, results, {'a-1': 544, 'a-2': 544}, fleet_probe_per_group='false')
+    assert [(got[h]['group'], got[h]['canary'], got[h]['n'], got[h]['probe']['source']) for h in sorted(got)] == [
+        ('G1', 'a-1', 544, 'probe'), ('G2', 'a-2', 544, 'probe')]
+    assert 'probe group G2: 1 host(s), probed on a-2' in output and 'taken by' not in output
 
 
 def test_a_canary_without_n_leaves_its_group_to_probe_on_their_own(runner):

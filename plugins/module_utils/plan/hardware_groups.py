@@ -71,12 +71,13 @@ def group_key(inputs):
     return sha256_bytes(canonical_json(group_inputs(inputs)).encode("utf-8"))
 
 
-def form_groups(hosts, cached=()):
-    """The hardware groups of ``hosts`` (see the module docstring)."""
+def form_groups(hosts, cached=(), per_group=True):
+    """The hardware groups of ``hosts`` (see the module docstring); ``per_group`` false: each host a group of its
+    own (deploy.yml's ``fleet_probe_per_group: false``, every host probes on its own)."""
     cached = set(cached or ())
     groups, by_key = [], {}
     for host, inputs in hosts:
-        key = group_key(inputs) if inputs else None
+        key = group_key(inputs) if inputs and per_group else None
         if key is None or key not in by_key:
             group = {"name": "G%d" % (len(groups) + 1), "key": key, "canary": host, "members": [],
                      "inputs": group_inputs(inputs) if inputs else None}

@@ -6,7 +6,7 @@
 Every fleet table is built here, as rows and lines, and returned by :func:`fleet_table` (the filter
 ``lmcache_vllm.fleet.fleet_table``; the plan's action calls :func:`plan_table`). YAML only displays them:
 
-- ``summary``: deploy.yml's stage 5, one row per host (N and its source, the predicted N, states, result);
+- ``summary``: deploy.yml's stage 5, one row per host from its result (``host_result``, the fact ``fleet_result``);
 - ``status``: status.yml's table from every host's ``service_info`` result (or its failure), with the HTML page;
 - ``gpus``: gpus.yml's lines, every host's GPUs, and every GPU problem of the fleet;
 - the plan (``plan_table``): fleet_plan's rows, the play's lines and the Markdown and HTML pages.
@@ -24,6 +24,7 @@ __metaclass__ = type
 import ipaddress
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_pool_breakeven
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import host_result
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report.fleet_report_pages import (
     plan_html, plan_markdown, status_html)
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.addresses import is_wildcard
@@ -34,8 +35,7 @@ LOOPBACK_NAMES = ('localhost', 'localhost.localdomain', 'ip6-localhost')
 
 # The host variables each table reads (the filter passes only these, host by host).
 INPUTS = {
-    'summary': ('__fleet_plan', 'vllm_block_size_probe', '__fleet_service_states', '__fleet_prediction', 'ansible_facts',
-                'vllm_block_size', '__fleet_outcome', '__fleet_findings'),
+    'summary': ('fleet_result',),
     'status': ('__fleet_status_model', '__fleet_status', '__fleet_plan'),
     'gpus': ('__fleet_gpus',),
 }
@@ -276,31 +276,9 @@ def _l2_pools(rows, host_vars, results):
             row['problems'].append(entry['message'])
 
 
-def _summary_row(host, hv):
-    summary = (hv.get('__fleet_plan') or {}).get('summary') or {}
-    prediction = hv.get('__fleet_prediction') or (hv.get('__fleet_plan') or {}).get('prediction')
-    gpus = ((hv.get('ansible_facts') or {}).get('fleet_gpus') or {}).get('count', '-')
-    return {
-        'host': host,
-        'model': summary.get('model', '?'),
-        'tp': summary.get('tp', '?'),
-        'gpus': gpus,
-        'n': hv.get('vllm_block_size', '?'),
-        'n_source': (hv.get('vllm_block_size_probe') or {}).get('source', '-'),
-        'predicted': prediction['block_size'] if prediction else '-',
-        'hybrid': summary.get('hybrid', '?'),
-        'chunk_size': summary.get('chunk_size', '-'),
-        'max_num_batched_tokens': summary.get('max_num_batched_tokens', '-'),
-        'lmcache': (hv.get('__fleet_service_states') or {}).get('lmcache', 'unknown'),
-        'vllm': (hv.get('__fleet_service_states') or {}).get('vllm', 'unknown'),
-        'result': hv.get('__fleet_outcome', 'failed'),
-        'problems': [finding['message'] for finding in hv.get('__fleet_findings') or []],
-    }
-
-
 def summary_rows(hosts, host_vars):
-    """deploy.yml's stage 5: one row per host, read from the facts the other stages left."""
-    return [_summary_row(host, host_vars.get(host) or {}) for host in hosts]
+    """deploy.yml's stage 5: one row per host, read from its result (the public fact ``fleet_result``)."""
+    return [host_result.summary_row(host, (host_vars.get(host) or {}).get('fleet_result')) for host in hosts]
 
 
 def summary_lines(rows):

@@ -41,6 +41,16 @@ def test_pairs_as_ansible_zips_them():
     assert [g["members"] for g in groups] == [["a", "b"], ["c"], ["d"]]
 
 
+def test_without_probe_groups_each_host_is_its_own_canary():
+    hosts = [["a", inputs("GPU-a")], ["b", inputs("GPU-b")], ["c", None]]
+    groups = probe_groups(hosts, cached=["b"], per_group=False)
+    assert [(g["name"], g["canary"], g["members"]) for g in groups] == [
+        ("G1", "a", ["a"]), ("G2", "b", ["b"]), ("G3", "c", ["c"])]
+    assert groups[1]["line"] == "probe group G2: 1 host(s), probed on b"
+    with pytest.raises(AnsibleFilterError, match="per_group must be a boolean"):
+        probe_groups(hosts, per_group="false")
+
+
 @pytest.mark.parametrize("bad", [None, "a", [{"inputs": {}}], [["a"]]])
 def test_bad_input_names_the_expected_shape(bad):
     with pytest.raises(AnsibleFilterError, match="list of {host, inputs}"):

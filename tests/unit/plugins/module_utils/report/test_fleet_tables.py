@@ -20,18 +20,17 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_host
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))))
 
-DEPLOYED = {
-    '__fleet_plan': {'summary': {'model': 'Qwen/Qwen3.6-27B', 'tp': 2, 'hybrid': True, 'chunk_size': 784,
-                                 'max_num_batched_tokens': 1567}},
-    'vllm_block_size': 784, 'vllm_block_size_probe': {'source': 'probe'},
-    '__fleet_prediction': {'block_size': 784}, '__fleet_service_states': {'lmcache': 'active', 'vllm': 'active'},
-    'ansible_facts': {'fleet_gpus': {'count': 2}}, '__fleet_outcome': 'deployed', '__fleet_findings': [],
-}
-FAILED = {
-    '__fleet_plan': {'summary': {'model': 'dense-model-with-a-long-name', 'tp': 1, 'chunk_size': 256,
-                                 'max_num_batched_tokens': None}},
-    '__fleet_findings': [{'message': 'host b: vLLM did not start'}],
-}
+DEPLOYED = {'fleet_result': {
+    'host': 'a', 'stage': 'rollout', 'outcome': 'deployed', 'findings': [],
+    'summary': {'model': 'Qwen/Qwen3.6-27B', 'tp': 2, 'hybrid': True, 'chunk_size': 784, 'max_num_batched_tokens': 1567},
+    'block_size': 784, 'block_size_source': 'probe', 'predicted_block_size': 784,
+    'services': {'lmcache': 'active', 'vllm': 'active'}, 'gpus': 2,
+}}
+FAILED = {'fleet_result': {
+    'host': 'b', 'stage': 'vllm', 'outcome': 'failed',
+    'summary': {'model': 'dense-model-with-a-long-name', 'tp': 1, 'chunk_size': 256, 'max_num_batched_tokens': None},
+    'findings': [{'cause': 'task', 'message': 'host b: vLLM did not start'}],
+}}
 
 
 class Cells(html.parser.HTMLParser):

@@ -158,7 +158,8 @@ def test_the_put_back_filter_reads_what_deploy_yml_gives_it():
     assert len(tasks) == 1
     condition = tasks[0]['when'][-1]
     assert 'router_put_back' in condition
-    cases = [({'__fleet_outcome': 'deployed'}, True),
+    cases = [({'fleet_result': {'outcome': 'deployed'}}, True),
+             ({'fleet_result': {'outcome': 'failed'}}, False),
              ({}, False),
              ({'__fleet_router_drained': True, '__fleet_before': {'vllm_active': True}}, True),
              ({'__fleet_router_drained': True, '__fleet_before': {'vllm_active': True},
