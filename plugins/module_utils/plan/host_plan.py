@@ -42,7 +42,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import pla
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import redact
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import vllm_cli
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.plan_variables import (
-    HostSettings, argument_specs, as_bool, as_int, known_variables, resolved_settings)
+    HostSettings, argument_specs, as_int, known_variables, resolved_settings)
 
 
 def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, prediction_problem=None,
@@ -67,19 +67,21 @@ def plan_host(host, settings, n=None, n_kind=None, probe=None, prediction=None, 
     block, source, expected = fleet_rules.plan_n(p, n, n_kind, prediction, prediction_problem, hybrid, hybrid_source)
     v, lm = plan_validate.service_values(p, device, hybrid, secrets)
     fleet_rules.model_rules(p, v, lm, hybrid)
+    # Validation's result: every variable by its full name, typed; nothing below reads the raw settings.
+    c = plan_validate.checked_values(p, argument_specs())
     derived = fleet_rules.derive(p, v, lm, block, source, hybrid, hybrid_source)
     derived.update(fleet_rules.max_num_seqs(p, v, block, hybrid, prediction, mamba_blocks))
-    n_inputs = _n_inputs(p.cfg, v)
+    n_inputs = _n_inputs(c, v)
     if n_kind == 'probed':
         fleet_rules.compare_prediction(p, block, prediction, n_inputs)
     v.update(n_inputs=n_inputs, secrets=secrets,
-             kv=kv_pool.host_pool(host, p.cfg, derived, n_inputs, kv_stores, p.errors, lm.get('kv_timeout'),
-                                  prediction, lm.get('kv_prefill'), p.cfg.get('lmcache_server_device')))
+             kv=kv_pool.host_pool(host, c, derived, n_inputs, kv_stores, p.errors, lm.get('kv_timeout'),
+                                  prediction, lm.get('kv_prefill'), c['lmcache_server_device']))
     # The plan's sections: each service is built by plan_units from the checked and derived values. A new
     # section (another service, a KV store pool) is one builder called here and placed by _assemble.
-    services = {'lmcache': plan_units.lmcache_service(p.cfg, derived, lm, v['lmcache_gpus'], v.get('kv')),
-                'vllm': plan_units.vllm_service(p.cfg, derived, v)}
-    return _assemble(p, v, derived, n_inputs, expected, services)
+    services = {'lmcache': plan_units.lmcache_service(c, derived, lm, v['lmcache_gpus'], v.get('kv')),
+                'vllm': plan_units.vllm_service(c, derived, v)}
+    return _assemble(p, c, v, derived, n_inputs, expected, services)
 
 
 def request_key(n=None, probe=None, prediction=None, mamba_blocks=None, gpus=None):
@@ -101,21 +103,21 @@ def gpu_memory_key(gpus):
     return sorted(g.get('memory_total_mib') for g in gpus if isinstance(g, dict) and g.get('memory_total_mib'))
 
 
-def config_source(cfg, model):
+def config_source(c, model):
     """Where the prediction reads the model's configuration (for the reports)."""
-    given = cfg.get('vllm_server_model_config')
+    given = c['vllm_server_model_config']
     if isinstance(given, dict):
         return 'vllm_server_model_config (given inline)'
-    revision = cfg.get('vllm_server_model_revision')
+    revision = c['vllm_server_model_revision']
     where = given if given not in (None, '') else model
     return '%s%s' % (where, ' (revision %s)' % revision if revision not in (None, '', 'main') else '')
 
 
-def _n_inputs(cfg, v):
+def _n_inputs(c, v):
     """The inputs of N: what the probe runs with, the prediction reads and the reports show."""
     return {
         'model': v['model'],
-        'revision': cfg.get('vllm_server_model_revision') or None,
+        'revision': c['vllm_server_model_revision'] or None,
         'tensor_parallel_size': v['tp'] or 1,
         'dtype': v['dtype'] or 'auto',
         'kv_cache_dtype': v['kv_dtype'] or 'auto',
@@ -125,17 +127,16 @@ def _n_inputs(cfg, v):
         'speculative_config': v['spec'],
         'num_speculative_tokens': as_int((v['spec'] or {}).get('num_speculative_tokens')) or 0,
         'platform': v['device'],
-        'gpu_architecture': cfg.get('vllm_server_gpu_architecture') or None,
-        'vllm_version': cfg.get('vllm_server_version'),
+        'gpu_architecture': c['vllm_server_gpu_architecture'] or None,
+        'vllm_version': c['vllm_server_version'],
         'extra_args': v['extra'],
         'extra_n_inputs': vllm_cli.extra_n_inputs(v['extra']),
-        'config': config_source(cfg, v['model']),
+        'config': config_source(c, v['model']),
     }
 
 
-def _assemble(p, v, derived, n_inputs, expected, services):
+def _assemble(p, c, v, derived, n_inputs, expected, services):
     """The plan's result: the services (argv, environments, unit lines), the probe's arguments, the files."""
-    cfg = p.cfg
     lm, vl = services['lmcache'], services['vllm']
     return {
         'host': p.host,
@@ -146,13 +147,13 @@ def _assemble(p, v, derived, n_inputs, expected, services):
         'kv_pool': kv_pool.shown(v.get('kv')),
         'lmcache': lm,
         'vllm': vl,
-        'probe': _probe_arguments(cfg, v, n_inputs, vl),
+        'probe': _probe_arguments(c, v, n_inputs, vl),
         'files': _rollback_files(lm, vl),
         'services': _rollback_services(lm, vl),
         # What the deploy creates on the host (the fleet_ownership module claims it, remove.yml deletes it).
-        'manifest_path': cfg.get('fleet_manifest_path'),
+        'manifest_path': c['fleet_manifest_path'],
         'ownership_errors': p.ownership_errors,
-        'ownership': ownership.candidates(lm, vl, *(cfg.get(name) for name in ownership.FLEET_PATHS)),
+        'ownership': ownership.candidates(lm, vl, *(c[name] for name in ownership.FLEET_PATHS)),
         'rendered': [
             {'role': 'lmcache_server', 'template': 'lmcache-server.service.j2', 'dest': lm['unit_path'], 'mode': '0644'},
             {'role': 'lmcache_server', 'template': 'lmcache-server.env.j2', 'dest': lm['env_path'], 'mode': '0600'},
@@ -177,7 +178,7 @@ def _rollback_services(lm, vl):
     return [{'name': u['service_name'], 'unit_name': u['unit_name'], 'unit_path': u['unit_path']} for u in units]
 
 
-def _probe_arguments(cfg, v, n_inputs, vl):
+def _probe_arguments(c, v, n_inputs, vl):
     """The block_size_probe module's arguments: the production values that change N, as the service runs."""
     return {
         'model': v['model'],
@@ -187,11 +188,11 @@ def _probe_arguments(cfg, v, n_inputs, vl):
         'extra_args': v['extra'],
         'env': vl['probe_env'],
         'timeout': v['timeouts'].get('vllm_server_probe_timeout'),
-        'force': as_bool(cfg.get('vllm_server_probe_force')) is True,
-        'service_name': cfg.get('vllm_server_service_name'),
+        'force': c['vllm_server_probe_force'] is True,
+        'service_name': c['vllm_server_service_name'],
         'service_fingerprint_file': vl['fingerprint_path'],
-        'user': cfg.get('vllm_server_user'),
-        'group': cfg.get('vllm_server_group'),
+        'user': c['vllm_server_user'],
+        'group': c['vllm_server_group'],
     }
 
 

@@ -5,7 +5,8 @@
 
 ``lmcache_service`` and ``vllm_service`` turn the checked values and the derived ones into a service of
 the plan: its paths, argv, environment, environment file and unit lines. The templates only place these
-lines.
+lines. ``c`` is validation's result (``plan_validate.checked_values``): every variable by its full name, typed as
+its argument spec declares; nothing here reads the raw settings or coerces a value again.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import pac
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import systemd_quote as sq
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import vllm_cli
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.plan_variables import (
-    PER_VERSION, as_bool, as_finite, as_int, fmt_value)
+    PER_VERSION, fmt_value)
 
 # Paths of the collection's own files on a host (one place; the roles' vars/main.yml hold none).
 UNIT_DIR = '/etc/systemd/system'
@@ -56,11 +57,11 @@ HARDENING = (
 START_LIMIT = {'lmcache_server': (5, 30), 'vllm_server': (3, 60)}
 
 
-def _unit_common(name, cfg, prefix):
-    config_dir = str(cfg.get('%s_config_dir' % prefix) or '').rstrip('/')
-    venv = str(cfg.get('%s_venv' % prefix) or '').rstrip('/')
-    start = as_int(cfg.get('%s_start_timeout' % prefix)) or 0
-    restart = as_int(cfg.get('%s_restart_sec' % prefix)) or 0
+def _unit_common(name, c, prefix):
+    config_dir = str(c['%s_config_dir' % prefix] or '').rstrip('/')
+    venv = str(c['%s_venv' % prefix] or '').rstrip('/')
+    start = c['%s_start_timeout' % prefix] or 0
+    restart = c['%s_restart_sec' % prefix] or 0
     burst, slack = START_LIMIT[prefix]
     return {
         'service_name': name,
@@ -69,21 +70,21 @@ def _unit_common(name, cfg, prefix):
         'env_path': '%s/%s.env' % (config_dir, name),
         'config_dir': config_dir,
         'venv': venv,
-        'venvs_dir': str(cfg.get('%s_venvs_dir' % prefix) or '').rstrip('/'),
-        'venvs_keep': as_int(cfg.get('%s_venvs_keep' % prefix)) or 2,
+        'venvs_dir': str(c['%s_venvs_dir' % prefix] or '').rstrip('/'),
+        'venvs_keep': c['%s_venvs_keep' % prefix] or 2,
         'python': '%s/bin/python' % venv,
         'wait_ready': '%s/%s' % (venv, WAIT_READY),
         'start_timeout': start,
         'restart_sec': restart,
-        'stop_timeout': as_int(cfg.get('%s_stop_timeout' % prefix)) or 0,
+        'stop_timeout': c['%s_stop_timeout' % prefix] or 0,
         'timeout_start_sec': start + slack,
         'start_limit_burst': burst,
         'start_limit_interval_sec': (start + restart) * burst,
-        'enabled': as_bool(cfg.get('%s_service_enabled' % prefix)) is not False,
-        'unit_verify': as_bool(cfg.get('%s_unit_verify' % prefix)) is not False,
+        'enabled': c['%s_service_enabled' % prefix] is not False,
+        'unit_verify': c['%s_unit_verify' % prefix] is not False,
         'hardening': list(HARDENING),
         'marker': ownership.UNIT_MARKER,
-        'per_version_venv': prefix in cfg.get(PER_VERSION, ()),
+        'per_version_venv': prefix in c[PER_VERSION],
     }
 
 
@@ -137,32 +138,32 @@ def unit_lines(service, documentation, after, requires=None):
     return lines
 
 
-def lmcache_service(cfg, derived, lm, gpus, kv=None):
+def lmcache_service(c, derived, lm, gpus, kv=None):
     """The LMCache service of the plan (``lm``: the checked LMCache values; ``gpus``: lmcache_server_gpus)."""
-    name = cfg.get('lmcache_server_service_name')
-    service = _unit_common(name, cfg, 'lmcache_server')
-    venv = str(cfg.get('lmcache_server_venv') or '').rstrip('/')
-    home = cfg.get('lmcache_server_home')
+    name = c['lmcache_server_service_name']
+    service = _unit_common(name, c, 'lmcache_server')
+    venv = str(c['lmcache_server_venv'] or '').rstrip('/')
+    home = c['lmcache_server_home']
     service.update({
         'bin': '%s/bin/lmcache' % venv,
-        'user': cfg.get('lmcache_server_user'),
-        'group': cfg.get('lmcache_server_group'),
+        'user': c['lmcache_server_user'],
+        'group': c['lmcache_server_group'],
         'home': home,
         'read_write_paths': [home],
-        'health_url': 'http://%s:%s/healthcheck' % (addresses.url_host(cfg.get('lmcache_server_http_host')),
-                                                    cfg.get('lmcache_server_http_port')),
-        'metrics_url': 'http://%s:%s/metrics' % (addresses.url_host(cfg.get('lmcache_server_http_host')),
-                                                 cfg.get('lmcache_server_http_port')),
-        'start_timeout': as_int(cfg.get('lmcache_server_start_timeout')) or 0,
+        'health_url': 'http://%s:%s/healthcheck' % (addresses.url_host(c['lmcache_server_http_host']),
+                                                    c['lmcache_server_http_port']),
+        'metrics_url': 'http://%s:%s/metrics' % (addresses.url_host(c['lmcache_server_http_host']),
+                                                 c['lmcache_server_http_port']),
+        'start_timeout': c['lmcache_server_start_timeout'] or 0,
         'description': 'LMCache server (chunk size %s)' % derived.get('chunk_size'),
         'exec_stop_post': EXEC_STOP_POST,
-        'device': cfg.get('lmcache_server_device'),
-        'packages': fleet_rules.lmcache_packages(cfg.get('lmcache_server_version')),
-        'pip': package_spec.lmcache_pip(cfg, venv, fleet_rules.lmcache_packages(cfg.get('lmcache_server_version'))),
-        'host': cfg.get('lmcache_server_host'),
-        'port': as_int(cfg.get('lmcache_server_port')),
-        'http_host': cfg.get('lmcache_server_http_host'),
-        'http_port': as_int(cfg.get('lmcache_server_http_port')),
+        'device': c['lmcache_server_device'],
+        'packages': fleet_rules.lmcache_packages(c['lmcache_server_version']),
+        'pip': package_spec.lmcache_pip(c, venv, fleet_rules.lmcache_packages(c['lmcache_server_version'])),
+        'host': c['lmcache_server_host'],
+        'port': c['lmcache_server_port'],
+        'http_host': c['lmcache_server_http_host'],
+        'http_port': c['lmcache_server_http_port'],
     })
     environment = {'HOME': home, 'PYTHONHASHSEED': '0', 'LMCACHE_LOG_LEVEL': lm['log_level'] or 'INFO',
                    'LMCACHE_TRACK_USAGE': 'true' if lm['track'] else 'false'}
@@ -174,7 +175,7 @@ def lmcache_service(cfg, derived, lm, gpus, kv=None):
     service['p2p_status'] = {'p2p': False, 'coordinator_service': None, 'coordinator_health_url': None}
     service['coordinator_service_name'] = '%s%s' % (name, kv_p2p.COORDINATOR_SUFFIX)
     service['coordinator_unit_path'] = '%s/%s.service' % (UNIT_DIR, service['coordinator_service_name'])
-    argv = kv_pool.launch(cfg, service, lmcache_argv(cfg, service, derived, lm), env_file, kv)
+    argv = kv_pool.launch(c, service, lmcache_argv(c, service, derived, lm), env_file, kv)
     # what the role reads of the virtualenv's installed versions
     service['pip']['names'] = ['torch', 'lmcache', kv_pool.CLIENT_NAME] + (
         [service['pip']['kv_p2p_name']] if service['pip'].get('kv_p2p_name') else [])
@@ -199,24 +200,24 @@ def coordinator_service(lmcache):
     return service
 
 
-def lmcache_argv(cfg, service, derived, lm):
+def lmcache_argv(c, service, derived, lm):
     """``lmcache server``'s command line."""
     argv = [service['bin'], 'server',
-            '--host', cfg.get('lmcache_server_host'), '--port', cfg.get('lmcache_server_port'),
-            '--http-host', cfg.get('lmcache_server_http_host'), '--http-port', cfg.get('lmcache_server_http_port'),
+            '--host', c['lmcache_server_host'], '--port', c['lmcache_server_port'],
+            '--http-host', c['lmcache_server_http_host'], '--http-port', c['lmcache_server_http_port'],
             '--chunk-size', derived.get('chunk_size'),
             '--separate-object-groups' if derived.get('separate_object_groups') else '--no-separate-object-groups',
             '--l1-size-gb', fmt_value(lm['l1']),
-            '--eviction-policy', cfg.get('lmcache_server_eviction_policy'),
-            '--supported-transfer-mode', cfg.get('lmcache_server_supported_transfer_mode')]
+            '--eviction-policy', c['lmcache_server_eviction_policy'],
+            '--supported-transfer-mode', c['lmcache_server_supported_transfer_mode']]
     if derived.get('max_gpu_workers') is not None:
         argv += ['--max-gpu-workers', derived['max_gpu_workers']]
     return argv + lm['extra']
 
 
-def vllm_service(cfg, derived, v):
+def vllm_service(c, derived, v):
     """The vLLM service of the plan (``v``: the checked vLLM values with the inputs of N and the secrets)."""
-    service = _vllm_fields(cfg, derived, v)
+    service = _vllm_fields(c, derived, v)
     environment, env_file = _vllm_environment(service, v)
     # The probe runs as the service's user with the service's environment, secrets left out (the role
     # passes them apart, with no_log).
@@ -224,60 +225,60 @@ def vllm_service(cfg, derived, v):
                      if k not in ('VLLM_ENGINE_READY_TIMEOUT_S', 'LMCACHE_TRACK_USAGE'))
     probe_env.update(v['env'])
     service['probe_env'] = probe_env
-    service = _finish(service, vllm_argv(cfg, service, derived, v), environment, env_file,
+    service = _finish(service, vllm_argv(c, service, derived, v), environment, env_file,
                       secret_names=('VLLM_API_KEY', 'HF_TOKEN'))
     service['unit_lines'] = unit_lines(service, 'https://docs.vllm.ai/', [service['lmcache_unit']],
                                        requires=[service['lmcache_unit']] if service['connector'] else [])
     return service
 
 
-def _vllm_fields(cfg, derived, v):
+def _vllm_fields(c, derived, v):
     """The vLLM service's paths, URLs, account, packages and GPUs."""
-    name = cfg.get('vllm_server_service_name')
-    service = _unit_common(name, cfg, 'vllm_server')
-    venv = str(cfg.get('vllm_server_venv') or '').rstrip('/')
-    home = cfg.get('vllm_server_home')
-    hf_home = cfg.get('vllm_server_hf_home')
-    config_dir = str(cfg.get('vllm_server_config_dir') or '').rstrip('/')
+    name = c['vllm_server_service_name']
+    service = _unit_common(name, c, 'vllm_server')
+    venv = str(c['vllm_server_venv'] or '').rstrip('/')
+    home = c['vllm_server_home']
+    hf_home = c['vllm_server_hf_home']
+    config_dir = str(c['vllm_server_config_dir'] or '').rstrip('/')
     connector = derived.get('kv_transfer_config') is not None
     model = v['model'] or ''
     service.update({
         'bin': '%s/bin/vllm' % venv,
-        'user': cfg.get('vllm_server_user'),
-        'group': cfg.get('vllm_server_group'),
+        'user': c['vllm_server_user'],
+        'group': c['vllm_server_group'],
         'home': home,
         'hf_home': hf_home,
         'read_write_paths': [home] + ([hf_home] if not str(hf_home).startswith(str(home).rstrip('/') + '/') else []),
         'fingerprint_path': '%s/%s.fingerprint' % (config_dir, name),
         'mamba_cache_path': '%s/%s.mamba-blocks.json' % (config_dir, name),
-        'health_url': 'http://%s:%s/health' % (addresses.url_host(cfg.get('vllm_server_host')), cfg.get('vllm_server_port')),
-        'metrics_url': 'http://%s:%s/metrics' % (addresses.url_host(cfg.get('vllm_server_host')), cfg.get('vllm_server_port')),
-        'start_timeout': as_int(cfg.get('vllm_server_start_timeout')) or 0,
+        'health_url': 'http://%s:%s/health' % (addresses.url_host(c['vllm_server_host']), c['vllm_server_port']),
+        'metrics_url': 'http://%s:%s/metrics' % (addresses.url_host(c['vllm_server_host']), c['vllm_server_port']),
+        'start_timeout': c['vllm_server_start_timeout'] or 0,
         'description': 'vLLM OpenAI-compatible server (%s, N=%s)' % (model, derived.get('block_size')),
-        'lmcache_unit': '%s.service' % cfg.get('vllm_server_lmcache_service_name'),
+        'lmcache_unit': '%s.service' % c['vllm_server_lmcache_service_name'],
         'connector': connector,
         'exec_stop_post': EXEC_STOP_POST if connector else None,
-        'package': cfg.get('vllm_server_package'),
-        'pip': package_spec.vllm_pip(cfg, venv),
+        'package': c['vllm_server_package'],
+        'pip': package_spec.vllm_pip(c, venv),
         'device': v['device'],
         'tensor_parallel_size': v['tp'],
         'gpus': list(v['gpus'] or []),
-        'host': cfg.get('vllm_server_host'),
-        'port': as_int(cfg.get('vllm_server_port')),
+        'host': c['vllm_server_host'],
+        'port': c['vllm_server_port'],
         'model': model,
         'served_model_name': v['served'] or model,
-        'prefetch': as_bool(cfg.get('vllm_server_prefetch_model')) is True and bool(model) and not model.startswith('/'),
+        'prefetch': c['vllm_server_prefetch_model'] is True and bool(model) and not model.startswith('/'),
         'prefetch_helper': '%s/bin/fleet-prefetch' % venv,
-        'prefetch_margin_gb': as_finite(cfg.get('vllm_server_prefetch_margin_gb')),
+        'prefetch_margin_gb': c['vllm_server_prefetch_margin_gb'],
     })
     return service
 
 
-def vllm_argv(cfg, service, derived, v):
+def vllm_argv(c, service, derived, v):
     """``vllm serve``'s command line: the inputs of N (``vllm_cli``), the derived values, extra_args, the connector."""
     model = service['model']
     argv = [service['bin'], 'serve', model,
-            '--host', cfg.get('vllm_server_host'), '--port', cfg.get('vllm_server_port'),
+            '--host', c['vllm_server_host'], '--port', c['vllm_server_port'],
             '--served-model-name', v['served'] or model]
     if v['n_inputs'].get('revision'):
         # the revision the probe and the prediction read (vllm_server_model_revision): an input of N

@@ -26,7 +26,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import s
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import vllm_cli_table
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.plan_variables import (
     ACCOUNT_RE, LMCACHE_LOG_LEVELS, SERVICE_NAME_RE, VARIABLE_RE, VLLM_DTYPES, VLLM_KV_CACHE_DTYPES, VLLM_MAMBA_DTYPES,
-    as_bool, as_int, host_label)
+    CheckedValues, as_bool, as_int, host_label, typed)
 
 # Flags the collection sets itself: extra_args may not reach them by any spelling the program's own
 # parser accepts (the generated option tables, read by managed_flags). The mapping names the
@@ -168,6 +168,16 @@ def type_checks(p, specs):
         if not ok:
             p.error(name, value, 'is not %s' % _TYPE_WORDS.get(kind, kind),
                     'use true or false' if kind == 'bool' else 'use %s' % _TYPE_WORDS.get(kind, kind))
+
+
+def checked_values(p, specs):
+    """Validation's result: every variable of the host by its full name, typed as its argument spec declares (the
+    clean value a check returned, where one ran), with the values ``resolve`` filled in; a value that failed its
+    check is null (the plan lists the error). What the plan's units read (``plan_units``)."""
+    values = CheckedValues((name, None) for name in specs)
+    given = dict(p.cfg, **dict((name, value) for name, value in p.checked.items() if name not in p.failed))
+    values.update((name, typed(value, (specs.get(name) or {}).get('type'))) for name, value in given.items())
+    return values
 
 
 def kind_name(value):

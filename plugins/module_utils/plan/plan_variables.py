@@ -7,7 +7,8 @@ Both roles' ``defaults/main.yml`` (the only place defaults are written) and ``me
 one host's settings resolved over them (``resolved_settings``), the YAML-ish coercions (``as_int``,
 ``as_bool``, ...), the one message form ``host <h>: <variable>=<value> <problem>; <fix>`` (``msg``) and
 ``HostSettings``, which reads each variable through a typed getter that records such a message when a
-value does not fit.
+value does not fit, and keeps the clean value it returned (``checked``): validation's result is one typed set of
+checked values by their full names (``CheckedValues``, ``plan_validate.checked_values``).
 """
 
 from __future__ import annotations
@@ -165,6 +166,29 @@ def known_variables():
     return set(argument_specs())
 
 
+def typed(value, kind):
+    """``value`` as the argument spec's ``kind`` declares it (``int``, ``float``: a float, ``bool``; others as given);
+    None when it is not one (its check recorded why)."""
+    if value is None or kind not in ('int', 'float', 'bool'):
+        return value
+    if kind == 'bool':
+        flag = as_bool(value)
+        return flag if isinstance(flag, bool) else None
+    if kind == 'int':
+        return as_int(value)
+    return as_finite(value)
+
+
+class CheckedValues(dict):
+    """One host's checked values by their full names (validation's result, ``plan_validate.checked_values``).
+
+    Read with ``values[name]``: a name that is neither a variable of the roles nor one the host set raises, so a
+    misspelt name fails loudly instead of reading null."""
+
+    def __missing__(self, name):
+        raise KeyError('%s: not a variable of the roles, so it has no checked value' % name)
+
+
 # --------------------------------------------------------------------------- one host's settings
 
 def resolved_settings(settings, defaults=None):
@@ -238,12 +262,14 @@ class HostSettings:
         self.warnings = []
         self.failed = set()
         self.ownership_errors = []
+        self.checked = {}
 
     def get(self, name):
         return self.cfg.get(name)
 
     def error(self, variable, value, problem, fix):
         self.failed.add(variable)
+        self.checked.pop(variable, None)
         text = msg(self.host, variable, value, problem, fix)
         if text not in self.errors:
             self.errors.append(text)
@@ -254,7 +280,11 @@ class HostSettings:
     def warn(self, variable, value, problem, fix):
         self.warnings.append(msg(self.host, variable, value, problem, fix))
 
-    # ---- typed getters: each returns the clean value, or None after recording an error
+    # ---- typed getters: each returns the clean value (kept in ``checked``), or None after recording an error
+
+    def _keep(self, name, value):
+        self.checked[name] = value
+        return value
 
     def _to_check(self, name, null):
         """(True, value) when ``name`` is to be checked; (False, None) when it was refused already or is
@@ -274,7 +304,7 @@ class HostSettings:
                 else 'an integer in %d..%d' % (low, high)
             self.error(name, value, 'is not %s' % (what or bounds), fix or ('use %s%s' % (bounds, ' or null' if null else '')))
             return None
-        return number
+        return self._keep(name, number)
 
     def number(self, name, low_exclusive=None, high=None, null=True, fix=None):
         check, value = self._to_check(name, null)
@@ -290,7 +320,7 @@ class HostSettings:
                 what = 'a finite number > %g' % low_exclusive
             self.error(name, value, 'is not %s' % what, fix or 'use %s%s' % (what, ' or null' if null else ''))
             return None
-        return int(number) if number.is_integer() and not isinstance(value, float) else number
+        return self._keep(name, int(number) if number.is_integer() and not isinstance(value, float) else number)
 
     def boolean(self, name):
         if name in self.failed:
@@ -299,7 +329,7 @@ class HostSettings:
         if not isinstance(value, bool):
             self.error(name, self.get(name), 'is not a boolean', 'use true or false')
             return None
-        return value
+        return self._keep(name, value)
 
     def choice(self, name, choices, null=False):
         if name in self.failed:
@@ -316,7 +346,7 @@ class HostSettings:
                     fix = 'use %s (%s)' % (close[0], fix[4:])
             self.error(name, value, 'is not a valid choice', fix)
             return None
-        return value
+        return self._keep(name, value)
 
     def string(self, name, pattern=None, what='a string', fix='use a plain string', empty=True):
         if name in self.failed:
@@ -333,7 +363,7 @@ class HostSettings:
         if pattern is not None and value and not pattern.match(value):
             self.error(name, value, 'is not %s' % what, fix)
             return None
-        return value
+        return self._keep(name, value)
 
     def path(self, name):
         value = self.string(name, SAFE_PATH_RE, 'an absolute path of plain characters',
