@@ -10,7 +10,11 @@
    ``DOCUMENTATION`` / ``EXAMPLES`` / ``RETURN`` strings not counted);
 3. ``{% %}`` statement lines in playbooks/ and roles/ (every line holding ``{%``);
 4. pairs of the ``duplicates`` command that touch plugins/, or that join tests/ and benchmarks/
-   (scaffolding written twice); skipped when that command is not installed.
+   (scaffolding written twice); skipped when that command is not installed;
+5. the tasks that enter ``roles/vllm_server/tasks/probe.yml`` (``include_role``/``import_role`` of the role with
+   ``tasks_from: probe``, or ``include_tasks``/``import_tasks`` of ``probe.yml`` inside the role);
+6. the private host facts (``__`` names) the fleet tables read (``fleet_report.INPUTS``);
+7. raw setting reads (``cfg.get(``, ``cfg[``) of the host plan's files that run after validation.
 
 It reports and exits 0: the limits are targets of the layout work (docs/layout.md), not a gate.
 """
@@ -32,6 +36,9 @@ FILE_LIMIT = 450
 STATEMENT_LIMIT = 20
 DOC_CONSTANTS = ('DOCUMENTATION', 'EXAMPLES', 'RETURN')
 PAIR_RE = re.compile(r'^D\d+ (\S+?):\d+-\d+ ~ (\S+?):\d+-\d+')
+PROBE_ROLE = 'vllm_server'
+AFTER_VALIDATION = ('plugins/module_utils/plan/plan_units.py', 'plugins/module_utils/plan/host_plan.py')
+RAW_READ_RE = re.compile(r'\bcfg(?:\.get\(|\[)')
 
 
 def tracked(repo, *prefixes):
@@ -106,6 +113,70 @@ def statement_lines(repo):
     return out
 
 
+def _enters_probe(task, path):
+    """Whether one task (a dict of a YAML task list) enters the probe's task file."""
+    for key in ('include_role', 'import_role', 'ansible.builtin.include_role', 'ansible.builtin.import_role'):
+        spec = task.get(key)
+        if isinstance(spec, dict) and str(spec.get('name', '')).endswith(PROBE_ROLE) and spec.get('tasks_from') == 'probe':
+            return True
+    for key in ('include_tasks', 'import_tasks', 'ansible.builtin.include_tasks', 'ansible.builtin.import_tasks'):
+        spec = task.get(key)
+        target = spec.get('file') if isinstance(spec, dict) else spec
+        if target == 'probe.yml' and path.startswith('roles/%s/' % PROBE_ROLE):
+            return True
+    return False
+
+
+def _walk_tasks(node, path, found):
+    if isinstance(node, list):
+        for item in node:
+            _walk_tasks(item, path, found)
+    elif isinstance(node, dict):
+        if _enters_probe(node, path):
+            found.append('%s: %s' % (path, node.get('name', '?')))
+        for value in node.values():
+            if isinstance(value, (list, dict)):
+                _walk_tasks(value, path, found)
+
+
+def probe_entries(repo):
+    """``path: task name`` of every task that enters roles/vllm_server/tasks/probe.yml."""
+    import yaml  # pylint: disable=import-outside-toplevel
+
+    found = []
+    for path in tracked(repo, 'playbooks', 'roles'):
+        if not path.endswith(('.yml', '.yaml')) or '/templates/' in path:
+            continue
+        with open(os.path.join(repo, path), encoding='utf-8') as handle:
+            try:
+                data = yaml.safe_load(handle)
+            except yaml.YAMLError:
+                continue
+        _walk_tasks(data, path, found)
+    return found
+
+
+def private_table_facts(repo):
+    """The ``__`` host facts fleet_report.INPUTS lists (read with ast, nothing imported)."""
+    path = os.path.join(repo, 'plugins', 'module_utils', 'report', 'fleet_report.py')
+    with open(path, encoding='utf-8') as handle:
+        tree = ast.parse(handle.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, 'id', None) == 'INPUTS' for t in node.targets):
+            names = [c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+            return sorted(set(n for n in names if n.startswith('__')))
+    return []
+
+
+def raw_reads(repo):
+    """{path: raw setting reads} of the host plan's files that run after validation."""
+    out = {}
+    for path in AFTER_VALIDATION:
+        with open(os.path.join(repo, path), encoding='utf-8') as handle:
+            out[path] = len(RAW_READ_RE.findall(handle.read()))
+    return out
+
+
 def _touches(left, right):
     sides = (left, right)
     if any(side.startswith('plugins/') for side in sides):
@@ -136,7 +207,10 @@ def measure(repo):
             'files_over_%d_code_lines' % FILE_LIMIT: files,
             'jinja_statement_lines': sum(statements.values()),
             'jinja_statement_lines_by_file': statements,
-            'duplicate_pairs': duplicate_pairs(repo)}
+            'duplicate_pairs': duplicate_pairs(repo),
+            'probe_entries': probe_entries(repo),
+            'private_table_facts': private_table_facts(repo),
+            'raw_reads_after_validation': raw_reads(repo)}
 
 
 def report(data):
@@ -157,6 +231,14 @@ def report(data):
     else:
         lines.append('duplicates pairs touching plugins/ or tests/ ~ benchmarks/: %d' % len(pairs))
         lines.extend('  ' + row for row in pairs)
+    entries = data['probe_entries']
+    lines.append('tasks entering roles/vllm_server/tasks/probe.yml: %d' % len(entries))
+    lines.extend('  ' + entry for entry in entries)
+    private = data['private_table_facts']
+    lines.append('private host facts the fleet tables read: %d%s' % (len(private), (' (%s)' % ', '.join(private)) if private else ''))
+    reads = data['raw_reads_after_validation']
+    lines.append('raw setting reads after validation: %d' % sum(reads.values()))
+    lines.extend('  %4d  %s' % (count, path) for path, count in sorted(reads.items()))
     return '\n'.join(lines)
 
 

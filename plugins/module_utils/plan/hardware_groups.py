@@ -21,6 +21,10 @@ Pure logic, used on the control node:
     is a group of its own (it probes itself).
 ``describe(group)``
     One line for people (the plan's and the deploy's output).
+``take_from_canary(host, group, own, canary)``
+    What a host of a probe group takes from its canary on deploy (the action ``probe_group``): the canary's N
+    (source ``group``, with this host's own fingerprints) when it has none of its own, and the canary's M when the
+    inputs that change M are the canary's.
 ``take_canary_n(groups, canary_n)``
     Each host's N: the canary's from its probe, the others' from the canary (source ``group``); a
     group whose canary has no N probes every member itself (listed in ``probe_self``).
@@ -44,6 +48,7 @@ import copy
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_journal import service_block_size
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.fingerprint import canonical_json, sha256_bytes
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.mamba_clamp import group_blocks
 
 # What identifies one device rather than its kind: left out of a group's hardware.
 DEVICE_IDENTITY = ("index", "uuid")
@@ -100,6 +105,26 @@ def describe(group):
     shown = ", ".join(others[:5]) + (" and %d more" % (len(others) - 5) if len(others) > 5 else "")
     return "probe group %s: %d host(s), probed on %s%s" % (
         group["name"], len(group["members"]), group["canary"], ", taken by " + shown if others else "")
+
+
+def take_from_canary(host, group, own, canary):
+    """The facts a host of ``group`` takes from its canary: ``{'vllm_block_size', 'vllm_block_size_probe'}`` when it
+    has no N of its own and the canary has one, and ``__vllm_server_mamba_blocks`` when ``mamba_clamp.group_blocks``
+    gives it the canary's M (or keeps an M the host was given before). ``own`` and ``canary``: each host's
+    ``vllm_block_size``, ``vllm_block_size_probe``, ``__fleet_probe_inputs`` (the probe's inputs, read without
+    launching), ``__vllm_server_mamba_blocks`` and ``mamba_inputs`` (its plan's ``derived.mamba_inputs``)."""
+    facts, probe = {}, own.get('vllm_block_size_probe')
+    if own.get('vllm_block_size') is None and host != group['canary'] and canary.get('vllm_block_size') is not None:
+        inputs = own.get('__fleet_probe_inputs') or {}
+        probe = dict(canary.get('vllm_block_size_probe') or {}, source='group', changed=False, group=group['name'],
+                     canary=group['canary'], fingerprint=inputs.get('fingerprint'),
+                     service_fingerprint=inputs.get('service_fingerprint'), inputs=inputs.get('inputs'))
+        facts.update(vllm_block_size=canary['vllm_block_size'], vllm_block_size_probe=probe)
+    blocks = group_blocks(own.get('__vllm_server_mamba_blocks'), probe, canary.get('__vllm_server_mamba_blocks'),
+                          canary.get('mamba_inputs'), own.get('mamba_inputs'), group)
+    if blocks is not None:
+        facts['__vllm_server_mamba_blocks'] = blocks
+    return facts
 
 
 def take_canary_n(groups, canary_n):

@@ -62,3 +62,23 @@ def test_the_report_of_this_checkout_runs(measures):
     assert data['jinja_statement_lines'] == sum(data['jinja_statement_lines_by_file'].values())
     assert all(length > 60 for _where, length in data['functions_over_60_lines'])
     assert 'functions in plugins/ over 60 lines' in measures.report(data)
+
+
+@pytest.mark.parametrize('task,path,enters', [
+    ({'ansible.builtin.include_role': {'name': 'lmcache_vllm.fleet.vllm_server', 'tasks_from': 'probe'}},
+     'playbooks/tasks/x.yml', True),
+    ({'ansible.builtin.include_role': {'name': 'lmcache_vllm.fleet.vllm_server', 'tasks_from': 'install'}},
+     'playbooks/tasks/x.yml', False),
+    ({'ansible.builtin.import_tasks': 'probe.yml'}, 'roles/vllm_server/tasks/main.yml', True),
+    ({'ansible.builtin.include_tasks': 'probe.yml'}, 'roles/kv_store/tasks/main.yml', False),
+])
+def test_what_enters_the_probe(measures, task, path, enters):
+    assert measures._enters_probe(task, path) is enters  # pylint: disable=protected-access
+
+
+def test_the_issue_measures_of_this_checkout(measures):
+    data = measures.measure(measures.REPO)
+    assert any(entry.startswith('roles/vllm_server/tasks/main.yml') for entry in data['probe_entries'])
+    assert all(name.startswith('__') for name in data['private_table_facts'])
+    assert set(data['raw_reads_after_validation']) == set(measures.AFTER_VALIDATION)
+    assert 'tasks entering roles/vllm_server/tasks/probe.yml' in measures.report(data)

@@ -30,6 +30,7 @@ BOUNDS = {
     'fleet_ownership': 8,
     'fleet_plan': 0,
     'gpu_facts': 3,
+    'probe_group': 0,
     'router_worker': 2,
     'service_info': 6,
 }
