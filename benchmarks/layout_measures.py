@@ -14,7 +14,11 @@
 5. the tasks that enter ``roles/vllm_server/tasks/probe.yml`` (``include_role``/``import_role`` of the role with
    ``tasks_from: probe``, or ``include_tasks``/``import_tasks`` of ``probe.yml`` inside the role);
 6. the private host facts (``__`` names) the fleet tables read (``fleet_report.INPUTS``);
-7. raw setting reads (``cfg.get(``, ``cfg[``) of the host plan's files that run after validation.
+7. raw setting reads (``cfg.get(``, ``cfg[``) of the host plan's files that run after validation;
+8. the YAML files a deploy reads: from ``playbooks/deploy.yml`` along ``import_playbook``, ``include_tasks`` /
+   ``import_tasks``, ``include_role`` / ``import_role`` (``tasks_from`` or ``main.yml``), a play's ``roles``, a
+   role's ``meta/main.yml`` dependencies and its ``defaults``/``vars``, and the plays of every playbook on the way
+   (paths written with Jinja are not followed).
 
 It reports and exits 0: the limits are targets of the layout work (docs/layout.md), not a gate.
 """
@@ -177,6 +181,56 @@ def raw_reads(repo):
     return out
 
 
+ROLE_KEYS = ('include_role', 'import_role', 'ansible.builtin.include_role', 'ansible.builtin.import_role')
+TASK_KEYS = ('include_tasks', 'import_tasks', 'ansible.builtin.include_tasks', 'ansible.builtin.import_tasks')
+PLAYBOOK_KEYS = ('import_playbook', 'ansible.builtin.import_playbook')
+
+
+def _role_files(repo, name, tasks_from='main'):
+    role = os.path.join(repo, 'roles', str(name).split('.')[-1])
+    files = [os.path.join(role, 'tasks', '%s.yml' % tasks_from)]
+    files += [os.path.join(role, sub, 'main.yml') for sub in ('defaults', 'vars', 'meta')]
+    return [f for f in files if os.path.isfile(f)]
+
+
+def _references(repo, path, node):
+    """The YAML files one parsed node refers to (relative to ``path``'s folder, or a role's)."""
+    out, here = [], os.path.dirname(path)
+    if isinstance(node, list):
+        for item in node:
+            out += _references(repo, path, item)
+        return out
+    if not isinstance(node, dict):
+        return out
+    for key, value in node.items():
+        target = value.get('file') if isinstance(value, dict) and key in TASK_KEYS else value
+        if key in TASK_KEYS + PLAYBOOK_KEYS and isinstance(target, str) and '{{' not in target:
+            out.append(os.path.normpath(os.path.join(here, target)))
+        elif key in ROLE_KEYS and isinstance(value, dict):
+            out += _role_files(repo, value.get('name', ''), value.get('tasks_from', 'main'))
+        elif key in ('roles', 'dependencies') and isinstance(value, list):
+            for role in value:
+                out += _role_files(repo, role.get('role', role.get('name', '')) if isinstance(role, dict) else role)
+        elif isinstance(value, (list, dict)):
+            out += _references(repo, path, value)
+    return out
+
+
+def deploy_files(repo):
+    """The repository's YAML files a deploy reads, from playbooks/deploy.yml (``_references``)."""
+    import yaml  # pylint: disable=import-outside-toplevel
+
+    seen, todo = set(), [os.path.join(repo, 'playbooks', 'deploy.yml')]
+    while todo:
+        path = todo.pop()
+        if path in seen or not os.path.isfile(path):
+            continue
+        seen.add(path)
+        with open(path, encoding='utf-8') as handle:
+            todo += _references(repo, path, yaml.safe_load(handle))
+    return sorted(os.path.relpath(p, repo) for p in seen)
+
+
 def _touches(left, right):
     sides = (left, right)
     if any(side.startswith('plugins/') for side in sides):
@@ -210,7 +264,8 @@ def measure(repo):
             'duplicate_pairs': duplicate_pairs(repo),
             'probe_entries': probe_entries(repo),
             'private_table_facts': private_table_facts(repo),
-            'raw_reads_after_validation': raw_reads(repo)}
+            'raw_reads_after_validation': raw_reads(repo),
+            'deploy_files': deploy_files(repo)}
 
 
 def report(data):
@@ -239,6 +294,9 @@ def report(data):
     reads = data['raw_reads_after_validation']
     lines.append('raw setting reads after validation: %d' % sum(reads.values()))
     lines.extend('  %4d  %s' % (count, path) for path, count in sorted(reads.items()))
+    steps = [f for f in data['deploy_files'] if f.startswith('playbooks/') or '/tasks/' in f]
+    lines.append('YAML files a deploy reads: %d (%d playbooks and task files, %d role defaults, vars and meta)'
+                 % (len(data['deploy_files']), len(steps), len(data['deploy_files']) - len(steps)))
     return '\n'.join(lines)
 
 

@@ -82,3 +82,12 @@ def test_the_issue_measures_of_this_checkout(measures):
     assert all(name.startswith('__') for name in data['private_table_facts'])
     assert set(data['raw_reads_after_validation']) == set(measures.AFTER_VALIDATION)
     assert 'tasks entering roles/vllm_server/tasks/probe.yml' in measures.report(data)
+
+
+def test_the_files_a_deploy_reads_follow_its_includes(measures):
+    files = measures.deploy_files(measures.REPO)
+    # deploy.yml imports validate.yml, which imports check_plans.yml; stage 2 includes the probe role's task file
+    assert {'playbooks/deploy.yml', 'playbooks/validate.yml', 'playbooks/tasks/check_plans.yml',
+            'roles/vllm_server/tasks/probe.yml', 'roles/kv_store/tasks/main.yml'} <= set(files)
+    # remove.yml and the sandbox are no part of a deploy
+    assert not any(f in files for f in ('playbooks/remove.yml', 'roles/vllm_router/tasks/remove.yml'))
