@@ -30,20 +30,12 @@ description:
   - Each model's C(config.json) is read once for the whole fleet; warnings are shown once each.
 author:
   - lmcache_vllm.fleet maintainers (@lmcache-vllm)
+extends_documentation_fragment:
+  - lmcache_vllm.fleet.controller_action
 attributes:
   check_mode:
     support: full
     description: In check mode nothing is written; the task reports whether any file would change.
-  diff_mode:
-    support: none
-    description: No diff is shown.
-  action:
-    support: full
-    description: Runs as an action plugin on the control node.
-  platform:
-    support: full
-    platforms: posix
-    description: The control node.
 options:
   hosts:
     description: The hosts to plan (the play's hosts, C(ansible_play_hosts)).

@@ -28,20 +28,12 @@ description:
     canary's first start may just have reported.
 author:
   - lmcache_vllm.fleet maintainers (@lmcache-vllm)
+extends_documentation_fragment:
+  - lmcache_vllm.fleet.controller_action
 attributes:
   check_mode:
     support: full
     description: Computes the same facts in check mode; nothing is written.
-  diff_mode:
-    support: none
-    description: No diff is shown.
-  action:
-    support: full
-    description: Runs as an action plugin on the control node.
-  platform:
-    support: full
-    platforms: posix
-    description: The control node.
 options:
   step:
     description: V(form) forms the groups; V(take) takes this host's N and M from its canary.
