@@ -25,7 +25,8 @@ def _stages():
     checked = host_result.record(probed, 'gpu-01', 'check', 'checked', plan=PLAN, block_size=784,
                                  probe={'source': 'group'})
     deployed = host_result.record(checked, 'gpu-01', 'rollout', 'deployed', findings=[])
-    final = host_result.record(deployed, 'gpu-01', None, None, services={'lmcache': 'active', 'vllm': 'active'})
+    final = host_result.record(deployed, 'gpu-01', None, None, services={'lmcache': 'active', 'vllm': 'active'},
+                               warm_start='host gpu-01: compile caches of gpu-00, 12.0 MiB copied in 0.4 s')
     return probed, checked, deployed, final
 
 
@@ -69,9 +70,10 @@ def test_the_summary_row_is_read_from_the_result_alone():
     row = host_result.summary_row('gpu-01', _stages()[-1])
     assert (row['n'], row['n_source'], row['predicted'], row['gpus'], row['lmcache'], row['result']) == (
         784, 'group', 784, 2, 'active', 'deployed')
+    assert row['warm_start'].startswith('host gpu-01: compile caches of gpu-00')
     absent = host_result.summary_row('gpu-02', None)
-    assert (absent['model'], absent['n'], absent['n_source'], absent['result'], absent['vllm']) == (
-        '?', '?', '-', 'failed', 'unknown')
+    assert (absent['model'], absent['n'], absent['n_source'], absent['result'], absent['vllm'], absent['warm_start']) == (
+        '?', '?', '-', 'failed', 'unknown', None)
 
 
 def test_the_filter_records_and_refuses_in_ansibles_words():
