@@ -5,7 +5,8 @@
 
 ``fleet_duplicate_hosts`` names the inventory hosts that reach one machine; ``fleet_valid_summary`` says what a
 validation that found nothing wrong checked; ``fleet_unreachable_summary`` names the hosts a deploy could not
-reach and the ``--limit`` that leaves them out. Documentation: ``plugins/filter/<name>.yml``.
+reach and the ``--limit`` that leaves them out; ``fleet_rollout_errors`` checks the deploy's rollout variables
+(module_utils/plan/rollout.py). Documentation: ``plugins/filter/<name>.yml``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_hosts import (
     REACH_VARIABLES, duplicate_hosts, machine_entry)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.rollout import rollout_errors
 
 
 def fleet_duplicate_hosts(entries, hostvars=None):
@@ -80,9 +82,16 @@ def fleet_unreachable_summary(hosts, hostvars, result='__fleet_reach', limit='')
             % (len(lost), '; '.join('%s (%s)' % item for item in lost), proceed))
 
 
+def fleet_rollout_errors(values):
+    """One message per wrong rollout variable (``{name: effective value}``)."""
+    if not isinstance(values, dict):
+        raise AnsibleFilterError('fleet_rollout_errors expects a mapping of the rollout variables')
+    return rollout_errors(values)
+
+
 class FilterModule:
     """lmcache_vllm.fleet inventory checks."""
 
     def filters(self):
         return {'fleet_duplicate_hosts': fleet_duplicate_hosts, 'fleet_valid_summary': fleet_valid_summary,
-                'fleet_unreachable_summary': fleet_unreachable_summary}
+                'fleet_unreachable_summary': fleet_unreachable_summary, 'fleet_rollout_errors': fleet_rollout_errors}

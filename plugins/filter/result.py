@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import rollout
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import host_result
 
 
@@ -26,8 +27,15 @@ def fleet_result(previous, host, stage, outcome, **learnt):
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def fleet_rollout_stop(results, host, max_fail_percentage):
+    """Stage 4's stop rule before ``host``'s rollout, from every play host's result (none where there is none)."""
+    if isinstance(results, (str, dict)) or not hasattr(results, '__iter__'):
+        raise AnsibleFilterError('fleet_rollout_stop expects the list of the play hosts\' results')
+    return rollout.rollout_stop(results, max_fail_percentage, host)
+
+
 class FilterModule:
     """lmcache_vllm.fleet deploy results."""
 
     def filters(self):
-        return {'fleet_result': fleet_result}
+        return {'fleet_result': fleet_result, 'fleet_rollout_stop': fleet_rollout_stop}

@@ -148,6 +148,28 @@ def test_example_inventory_without_its_api_key_is_refused(runner):
                 % host) in out, out
 
 
+@pytest.mark.parametrize('extra, expected', [
+    (['-e', 'fleet_serial=0'], "fleet_serial='0' is neither a number of hosts >= 1 nor a percentage"),
+    (['-e', '{"fleet_serial": [1, "150%"]}'], "is not a percentage in (0, 100]"),
+    (['-e', 'fleet_max_fail_percentage=half'], "fleet_max_fail_percentage='half' is not a number in 0..100"),
+    (['-e', 'fleet_warm_first_start=sometimes'], "fleet_warm_first_start='sometimes' is not a boolean"),
+])
+def test_a_wrong_rollout_variable_is_refused_before_any_host_is_contacted(runner, extra, expected):
+    """deploy.yml's rollout variables (extra variables) are checked in stage 1, not when stage 4's play templates
+    its serial after the hosts were installed and probed."""
+    inventory = runner.write_inventory({'good-01': GOOD_08B})
+    rc, out = runner.run('deploy.yml', inventory, *extra)
+    assert_rejected_before_contact(rc, out)
+    assert expected in out, out
+
+
+def test_the_rollout_variables_may_come_from_the_environment(runner):
+    inventory = runner.write_inventory({'good-01': GOOD_08B})
+    rc, out = runner.run('validate.yml', inventory, env={'FLEET_SERIAL': '25%', 'FLEET_MAX_FAIL_PERCENTAGE': '200'})
+    assert rc != 0 and "fleet_max_fail_percentage='200' is not a number in 0..100" in out, out
+    assert 'fleet_serial=' not in out, out
+
+
 def test_misspelt_group_is_refused(runner):
     inventory = runner.write_inventory({'good-01': GOOD_08B})
     rc, out = runner.run('deploy.yml', inventory, '-e', 'fleet_hosts=vlm_hosts')
