@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -85,7 +86,9 @@ def main(argv=None):
         raise SystemExit('%s is not a GPU acceptance result (no cases)' % args.result)
     names = args.cases.split(',') if args.cases else sorted(result['cases'])
     _link_tree()
-    report = {'result': os.path.basename(args.result), 'recorded_commit': result.get('commit'), 'cases': compare(result, names)}
+    head = subprocess.run(['git', '-C', REPO, 'rev-parse', 'HEAD'], capture_output=True, text=True, check=False)
+    report = {'result': os.path.basename(args.result), 'recorded_commit': result.get('commit'),
+              'rendered_by': head.stdout.strip() or None, 'cases': compare(result, names)}
     for name, case in report['cases'].items():
         print('%s: N=%s, %s' % (name, case['N'], case['state']))
         for path, (was, now) in case['files'].items():
