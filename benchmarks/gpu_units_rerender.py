@@ -8,11 +8,12 @@
 A GPU acceptance (tests/gpu/suite.py) records, for each serving case, the sha256 of every file ``plan.yml`` rendered
 for its host (units, environment files, ``plan.json``) and the N it rendered them with. This script renders the same
 case with this checkout's ``plan.yml`` (tests/gpu/acceptance.py's own ``render``, the case's host variables and
-overrides from tests/gpu/suite.py, that N) and compares the hashes. Identical units and environment files mean the commit under test
-would start the very processes the acceptance started (``plan.json`` is the plan's report: it may differ). The units name the GPU host's paths (``/opt/gpukit/tree/...``,
-``/opt/gpukit/venv``): the script links ``/opt/gpukit/tree`` to this checkout when that path is free (it needs to
-write there) and refuses when it names another tree. Cases without recorded hashes (the L2 and P2P cases render
-passwords and work directories of their run) are listed as not comparable.
+overrides from tests/gpu/suite.py, that N) and compares the hashes. Identical units and environment files mean the
+commit under test would start the very processes the acceptance started (``plan.json`` is the plan's report: it may
+differ). The units name the GPU host's paths (``/opt/gpukit/tree/...``, ``/opt/gpukit/venv``): the script links
+``/opt/gpukit/tree`` to this checkout when that path is free (it needs to write there) and refuses when it names
+another tree. Cases without recorded hashes (the L2 and P2P cases render passwords and work directories of their run)
+are listed as not comparable.
 """
 
 from __future__ import annotations

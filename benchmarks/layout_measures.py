@@ -187,7 +187,7 @@ PLAYBOOK_KEYS = ('import_playbook', 'ansible.builtin.import_playbook')
 
 
 def _role_files(repo, name, tasks_from='main'):
-    role = os.path.join(repo, 'roles', str(name).split('.')[-1])
+    role = os.path.join(repo, 'roles', str(name).rsplit('.', maxsplit=1)[-1])
     files = [os.path.join(role, 'tasks', '%s.yml' % tasks_from)]
     files += [os.path.join(role, sub, 'main.yml') for sub in ('defaults', 'vars', 'meta')]
     return [f for f in files if os.path.isfile(f)]
