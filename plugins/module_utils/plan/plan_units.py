@@ -144,6 +144,7 @@ def lmcache_service(c, derived, lm, gpus, kv=None):
     service = _unit_common(name, c, 'lmcache_server')
     venv = str(c['lmcache_server_venv'] or '').rstrip('/')
     home = c['lmcache_server_home']
+    packages = fleet_rules.lmcache_packages(c['lmcache_server_version'])
     service.update({
         'bin': '%s/bin/lmcache' % venv,
         'user': c['lmcache_server_user'],
@@ -158,8 +159,8 @@ def lmcache_service(c, derived, lm, gpus, kv=None):
         'description': 'LMCache server (chunk size %s)' % derived.get('chunk_size'),
         'exec_stop_post': EXEC_STOP_POST,
         'device': c['lmcache_server_device'],
-        'packages': fleet_rules.lmcache_packages(c['lmcache_server_version']),
-        'pip': package_spec.lmcache_pip(c, venv, fleet_rules.lmcache_packages(c['lmcache_server_version'])),
+        'packages': packages,
+        'pip': package_spec.lmcache_pip(c, venv, packages),
         'host': c['lmcache_server_host'],
         'port': c['lmcache_server_port'],
         'http_host': c['lmcache_server_http_host'],

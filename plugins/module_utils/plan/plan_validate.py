@@ -172,10 +172,12 @@ def type_checks(p, specs):
 
 def checked_values(p, specs):
     """Validation's result: every variable of the host by its full name, typed as its argument spec declares (the
-    clean value a check returned, where one ran), with the values ``resolve`` filled in; a value that failed its
-    check is null (the plan lists the error). What the plan's units read (``plan_units``)."""
+    clean value a check returned, where one ran; ``HostSettings.error`` drops the value of a variable that failed),
+    with the values ``resolve`` filled in. A number or boolean that failed its check is null; a string that failed
+    keeps its given value (the plan lists the error either way, and a plan with errors changes no host). What the
+    plan's units read (``plan_units``)."""
     values = CheckedValues((name, None) for name in specs)
-    given = dict(p.cfg, **dict((name, value) for name, value in p.checked.items() if name not in p.failed))
+    given = dict(p.cfg, **p.checked)
     values.update((name, typed(value, (specs.get(name) or {}).get('type'))) for name, value in given.items())
     return values
 
