@@ -17,7 +17,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import har
 from ansible_collections.lmcache_vllm.fleet.plugins.modules.probe_group import ARGUMENT_SPEC
 
 # The facts of a host that the take step reads (its own and its canary's).
-TAKEN_FROM = ('vllm_block_size', 'vllm_block_size_probe', '__fleet_probe_inputs', '__vllm_server_mamba_blocks')
+TAKEN_FROM = ('vllm_block_size', 'vllm_block_size_probe', '__vllm_server_probe_inputs', '__vllm_server_mamba_blocks')
 
 
 def _facts(variables):
@@ -38,16 +38,16 @@ class ActionModule(ActionBase):
         hostvars = task_vars['hostvars']
         if params['step'] == 'form':
             hosts = params['hosts'] or []
-            pairs = [(h, (hostvars[h].get('__fleet_probe_inputs') or {}).get('inputs')) for h in hosts]
+            pairs = [(h, (hostvars[h].get('__vllm_server_probe_inputs') or {}).get('inputs')) for h in hosts]
             cached = [h for h in hosts if hostvars[h].get('vllm_block_size') is not None]
             groups = hardware_groups.form_groups(pairs, cached=cached, per_group=params['per_group'])
             for group in groups:
                 group['line'] = hardware_groups.describe(group)
-            result.update(changed=False, groups=groups, ansible_facts={'__fleet_probe_groups': groups})
+            result.update(changed=False, groups=groups, ansible_facts={'__vllm_server_probe_groups': groups})
             return result
-        group = task_vars.get('__fleet_probe_group')
+        group = task_vars.get('__vllm_server_probe_group')
         if not isinstance(group, dict) or 'canary' not in group:
-            raise AnsibleActionFail('probe_group: step take needs this host\'s group (__fleet_probe_group, from step '
+            raise AnsibleActionFail('probe_group: step take needs this host\'s group (__vllm_server_probe_group, from step '
                                     'form); form the groups first')
         facts = hardware_groups.take_from_canary(task_vars['inventory_hostname'], group, _facts(task_vars),
                                                  _facts(hostvars[group['canary']]))

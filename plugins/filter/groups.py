@@ -33,24 +33,9 @@ def probe_groups(hosts, cached=None, per_group=True):
     return groups
 
 
-def probe_group_confirm(given, host, read_back):
-    """A host's confirmation of its group's N (hardware_groups.confirm).
-
-    ``given``: the host's vllm_block_size_probe from its group (source, group, canary) with block_size;
-    ``read_back``: the probe module's result read from the host's own service (check mode: cache or journal)."""
-    if not isinstance(given, dict) or not isinstance(read_back, dict):
-        raise AnsibleFilterError('probe_group_confirm expects the group\'s probe facts and the read-back probe result')
-    assigned = {'block_size': given.get('block_size'), 'source': given.get('source'), 'group': given.get('group'),
-                'canary': given.get('canary')}
-    if read_back.get('skipped') or read_back.get('vllm_block_size') is None:
-        reading = (None, read_back.get('reason') or read_back.get('msg') or 'the service did not say')
-    else:
-        reading = (read_back['vllm_block_size'], read_back.get('reason') or read_back.get('source'))
-    return hardware_groups.confirm(host, assigned, reading)
-
 
 class FilterModule:
     """lmcache_vllm.fleet probe group filters."""
 
     def filters(self):
-        return {'probe_groups': probe_groups, 'probe_group_confirm': probe_group_confirm}
+        return {'probe_groups': probe_groups}

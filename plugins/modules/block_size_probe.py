@@ -303,6 +303,34 @@ options:
         decision); read no cache, no journal, launch nothing. Works in check mode.
     type: bool
     default: false
+  launch:
+    description:
+      - V(false) answers from the cache or the running O(service_name)'s journal only (a journal answer is cached as
+        usual) and launches nothing; without either the task is skipped with the reason a probe would run, as in
+        check mode. deploy.yml reads every host's own N this way before it forms the probe groups.
+    type: bool
+    default: true
+  expected:
+    description:
+      - Confirm an N this host was given instead of answering with one (deploy.yml - a host that took its probe
+        group's N, once its own service started with it). The module answers from this host's cache or the journal
+        of its running O(service_name) only (launches nothing; O(force) does not apply), caches that answer under
+        this host's fingerprint as usual, and returns RV(confirmation). No facts are set, so the given N stays.
+    type: dict
+    suboptions:
+      block_size:
+        description: The N this host was given.
+        type: int
+        required: true
+      host:
+        description: This host's inventory name (for the messages).
+        type: str
+      group:
+        description: The probe group that gave the N (for the messages).
+        type: str
+      canary:
+        description: The group's host whose probe gave the N (for the messages).
+        type: str
 notes:
   - Supports check mode. In check mode only the cache (and with O(service_name) the unit's journal)
     is read; no vLLM is launched and the cache file is not written. Without a value the task is
@@ -397,7 +425,8 @@ outcome:
       hybrid, i.e. O(block_size) is already large enough.
     - On failure V(vllm_failed), V(timeout), V(ranks_disagree), V(no_gpu_memory) (the GPUs lack room for a probe
       beside the processes using them) or V(error).
-    - V(skipped) in check mode without a cached value. V(computed) with O(compute_only=true).
+    - V(skipped) in check mode or with O(launch=false) without a cached value or a journal answer. V(computed) with
+      O(compute_only=true).
   returned: always
   type: str
   sample: found
@@ -576,9 +605,32 @@ lock_waited_s:
   description: Seconds waited for another probe's lock on this host.
   returned: unless in check mode or with O(compute_only=true)
   type: float
+confirmation:
+  description: The host's own N against O(expected.block_size).
+  returned: with O(expected)
+  type: dict
+  contains:
+    outcome:
+      description: V(confirmed) (the same N), V(differs) (another N) or V(unconfirmed) (no N without launching vLLM).
+      type: str
+    message:
+      description: One sentence naming the host, its group, its canary and both N.
+      type: str
+    stop_service:
+      description: True when the service runs with flags made for another N (V(differs)).
+      type: bool
+    expected_block_size:
+      description: O(expected.block_size).
+      type: int
+    block_size:
+      description: This host's own N (null when unconfirmed).
+      type: int
+    source:
+      description: Where this host's own N came from (RV(source)).
+      type: str
 ansible_facts:
   description: Facts set by the module.
-  returned: unless skipped in check mode
+  returned: unless skipped in check mode or with O(expected)
   type: dict
   contains:
     vllm_block_size:
@@ -630,6 +682,13 @@ def argument_spec():
         service_name=dict(type="str"),
         service_fingerprint_file=dict(type="path"),
         compute_only=dict(type="bool", default=False),
+        launch=dict(type="bool", default=True),
+        expected=dict(type="dict", options=dict(
+            block_size=dict(type="int", required=True),
+            host=dict(type="str"),
+            group=dict(type="str"),
+            canary=dict(type="str"),
+        )),
     )
 
 

@@ -15,15 +15,15 @@ version_added: "0.1.0"
 description:
   - Runs on the control node only (an action plugin); no host is contacted.
   - With O(step=form) (run it once, with C(run_once)) it forms the probe groups of O(hosts) from each host's inputs
-    of N, the fact C(__fleet_probe_inputs) that the module P(lmcache_vllm.fleet.block_size_probe#module) returns in
+    of N, the fact C(__vllm_server_probe_inputs) that the module P(lmcache_vllm.fleet.block_size_probe#module) returns in
     check mode (nothing launched). Hosts whose inputs are identical, the hardware compared by kind, form a group; a
     host without inputs is a group of its own, and with O(per_group=false) every host is. The canary of a group is
     its first host that already has N (the fact C(vllm_block_size)), else its first host. Sets the fact
-    C(__fleet_probe_groups) on every host.
+    C(__vllm_server_probe_groups) on every host.
   - With O(step=take) a host of a group that has no N of its own takes its canary's (C(vllm_block_size) and
     C(vllm_block_size_probe) with source C(group), the group, the canary and the host's own fingerprints), and the
     Mamba cache blocks M its canary reported when the inputs that change M are the canary's
-    (C(__vllm_server_mamba_blocks)). Reads the fact C(__fleet_probe_group), this host's group.
+    (C(__vllm_server_mamba_blocks)). Reads the fact C(__vllm_server_probe_group), this host's group.
   - C(deploy.yml) uses it in stage 2 (C(playbooks/tasks/probe_per_group.yml)) and again in stage 4 for M, which the
     canary's first start may just have reported.
 author:

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""``run_module`` of ``block_size_probe``: the request, the sources in order, the first answer, one finish.
-Any ProbeFailed ends in the one failure path."""
+"""``run_module`` of ``block_size_probe``: the request, the sources in order, the first answer, one finish (with
+``expected``: the answer compared with the expected N). Any ProbeFailed ends in the one failure path."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,6 +11,7 @@ __metaclass__ = type
 import time
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.redact import redact, redact_text
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.confirm import confirmation
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.errors import ProbeFailed
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.request import build_request
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.sources import first_answer
@@ -27,7 +28,19 @@ def run_module(module):
         answer = req.early or first_answer(req)
     except ProbeFailed as e:
         fail(module, base, e, started)
+    if module.params["expected"]:
+        confirm(module, req, answer, started)
     finish(module, answer, started)
+
+
+def confirm(module, req, answer, started):
+    """The exit with ``expected``: the answer and its ``confirmation``, without facts (the group's N stays)."""
+    res = dict(answer or req.base)
+    res["confirmation"] = confirmation(module.params["expected"], answer, req.journal_note)
+    res.pop("skipped", None)
+    res.setdefault("outcome", "unconfirmed")
+    res.setdefault("reason", res["confirmation"]["message"])
+    module.exit_json(**redact(dict(res, elapsed_s=round(time.time() - started, 3))))
 
 
 def finish(module, answer, started):

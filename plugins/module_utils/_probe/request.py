@@ -325,6 +325,9 @@ class Request(object):
         errors = validate_params(p)
         if errors:
             raise ProbeFailed("; ".join(errors))
+        if p["expected"]:
+            # a confirmation reads what the running service printed: force does not apply, nothing is launched
+            p["force"] = False
         self.spec = normalize_speculative_config(p["speculative_config"])
         self.extra_args, dropped = filter_extra_args(p["extra_args"])
         if dropped:

@@ -70,9 +70,11 @@ def _load(req):
 
 
 def first_answer(req):
-    """The answer of the first source that has one."""
+    """The answer of the first source that has one (with ``expected``: the cache and the journal only)."""
+    sources = (from_cache, from_journal) if req.p["expected"] else (from_cache, from_journal, no_launch,
+                                                                     from_launch)
     with cache_held(req):
-        for source in (from_cache, from_journal, check_mode_skip, from_launch):
+        for source in sources:
             answer = source(req)
             if answer is not None:
                 return answer
@@ -124,16 +126,16 @@ def from_journal(req):
     return entry
 
 
-def check_mode_skip(req):
-    """Check mode launches nothing: the reason a probe would run."""
-    if not req.check_mode:
+def no_launch(req):
+    """Check mode and ``launch=false`` launch nothing: the reason a probe would run."""
+    if req.p["launch"] and not req.check_mode:
         return None
     hit = req.cache.get(req.fingerprint)
     why = "force=true" if hit else "no cached block size for fingerprint %s" % req.fingerprint[:12]
     if req.journal_note:
         why += "; journal of %s not used: %s" % (req.p["service_name"], req.journal_note)
-    return dict(req.base, outcome="skipped", skipped=True,
-                reason="%s; a probe would launch vLLM (not in check mode)" % why)
+    return dict(req.base, outcome="skipped", skipped=True, reason="%s; a probe would launch vLLM (%s)" % (
+        why, "not in check mode" if req.check_mode else "launch=false"))
 
 
 # --------------------------------------------------------------------------

@@ -25,16 +25,6 @@ Pure logic, used on the control node:
     What a host of a probe group takes from its canary on deploy (the action ``probe_group``): the canary's N
     (source ``group``, with this host's own fingerprints) when it has none of its own, and the canary's M when the
     inputs that change M are the canary's.
-``take_canary_n(groups, canary_n)``
-    Each host's N: the canary's from its probe, the others' from the canary (source ``group``); a
-    group whose canary has no N probes every member itself (listed in ``probe_self``).
-``confirm(host, assigned, read_back)``
-    A non-canary host's N read back from its own service after its first start against the N it was
-    given: ``confirmed``, ``differs`` (re-probe the host, stop its service, report) or ``unconfirmed``.
-``read_back_journal(run, read_journal, service_name, fingerprint_file, service_fingerprint, ...)``
-    The seam of the confirmation: ``(N or None, reason)`` of the running service, read today from its
-    journal (``block_size_journal.service_block_size``, on the host); a reader of vLLM's
-    ``vllm:cache_config_info`` metric can replace it with the same result shape.
 ``plan_groups(rows)``
     The groups plan.yml shows, from each host's plan (its inputs of N and the GPU kind N is predicted
     for; the hardware itself is only known on the host).
@@ -46,7 +36,6 @@ __metaclass__ = type
 
 import copy
 
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_journal import service_block_size
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.fingerprint import canonical_json, sha256_bytes
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.mamba_clamp import group_blocks
 
@@ -111,11 +100,11 @@ def take_from_canary(host, group, own, canary):
     """The facts a host of ``group`` takes from its canary: ``{'vllm_block_size', 'vllm_block_size_probe'}`` when it
     has no N of its own and the canary has one, and ``__vllm_server_mamba_blocks`` when ``mamba_clamp.group_blocks``
     gives it the canary's M (or keeps an M the host was given before). ``own`` and ``canary``: each host's
-    ``vllm_block_size``, ``vllm_block_size_probe``, ``__fleet_probe_inputs`` (the probe's inputs, read without
+    ``vllm_block_size``, ``vllm_block_size_probe``, ``__vllm_server_probe_inputs`` (the probe's inputs, read without
     launching), ``__vllm_server_mamba_blocks`` and ``mamba_inputs`` (its plan's ``derived.mamba_inputs``)."""
     facts, probe = {}, own.get('vllm_block_size_probe')
     if own.get('vllm_block_size') is None and host != group['canary'] and canary.get('vllm_block_size') is not None:
-        inputs = own.get('__fleet_probe_inputs') or {}
+        inputs = own.get('__vllm_server_probe_inputs') or {}
         probe = dict(canary.get('vllm_block_size_probe') or {}, source='group', changed=False, group=group['name'],
                      canary=group['canary'], fingerprint=inputs.get('fingerprint'),
                      service_fingerprint=inputs.get('service_fingerprint'), inputs=inputs.get('inputs'))
@@ -125,62 +114,6 @@ def take_from_canary(host, group, own, canary):
     if blocks is not None:
         facts['__vllm_server_mamba_blocks'] = blocks
     return facts
-
-
-def take_canary_n(groups, canary_n):
-    """{'assigned': {host: {'block_size', 'source', 'group', 'canary'}}, 'probe_self': [hosts]}.
-
-    ``canary_n``: {canary: N or None} (None when the canary's probe failed)."""
-    assigned, probe_self = {}, []
-    for group in groups:
-        n = canary_n.get(group["canary"])
-        for host in group["members"]:
-            if host == group["canary"]:
-                source = "probe"
-            elif n is None:
-                probe_self.append(host)
-                continue
-            else:
-                source = "group"
-            assigned[host] = {"block_size": n, "source": source, "group": group["name"], "canary": group["canary"]}
-    return {"assigned": assigned, "probe_self": probe_self}
-
-
-def confirm(host, assigned, read_back):
-    """A host's N read back from its own service against the N its group gave it.
-
-    ``assigned``: the host's entry of :func:`take_canary_n`; ``read_back``: ``(N or None, reason)`` from
-    the running service (the journal reader today, vLLM's cache metric later). Returns
-    ``{'outcome', 'message', 'reprobe', 'stop_service'}``."""
-    n_read, reason = read_back
-    given = assigned["block_size"]
-    label = "host %s (group %s, canary %s)" % (host, assigned["group"], assigned["canary"])
-    if assigned["source"] != "group":
-        return {"outcome": "confirmed", "message": "%s: N=%s from its own probe" % (label, given),
-                "reprobe": False, "stop_service": False}
-    if n_read is None:
-        return {"outcome": "unconfirmed", "reprobe": False, "stop_service": False,
-                "message": "%s: N=%s from the canary, not confirmed from the service: %s" % (label, given, reason)}
-    if int(n_read) == int(given):
-        return {"outcome": "confirmed", "reprobe": False, "stop_service": False,
-                "message": "%s: the service confirms the canary's N=%s" % (label, given)}
-    return {"outcome": "differs", "reprobe": True, "stop_service": True,
-            "message": ("%s: its service reports N=%s, the canary's N=%s; its new service is stopped and its previous "
-                        "units are put back (never left running with flags made for another N); its hardware or inputs "
-                        "differ from the canary's in a way the fingerprint does not see: it is probed on its own, and "
-                        "the next deploy (--limit %s) plans it with its own N" % (label, n_read, given, host))}
-
-
-def read_back_journal(run, read_journal, service_name, fingerprint_file, service_fingerprint, **options):
-    """(N or None, reason) read back from the running unit's journal, for :func:`confirm`.
-
-    ``options``: expected_ranks, platform, vllm_version (and the clocks) of
-    ``block_size_journal.service_block_size``."""
-    result, info = service_block_size(run, read_journal, service_name, fingerprint_file, service_fingerprint,
-                                      **options)
-    if result is None:
-        return None, info.get("reason")
-    return result.get("vllm_block_size"), info.get("reason")
 
 
 def plan_key(row):

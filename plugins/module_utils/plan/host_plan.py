@@ -179,14 +179,16 @@ def _rollback_services(lm, vl):
 
 
 def _probe_arguments(c, v, n_inputs, vl):
-    """The block_size_probe module's arguments: the production values that change N, as the service runs."""
+    """The block_size_probe module's arguments, every one (the role passes them as the module's defaults): the
+    production values that change N and the service's environment, its environment file's secrets included (the
+    probe runs as the service runs; ``public_view`` redacts them)."""
     return {
         'model': v['model'],
         'revision': n_inputs['revision'],
         'vllm_executable': vl['bin'],
         **{name: n_inputs[name] for name in vllm_cli.N_INPUT_NAMES},
         'extra_args': v['extra'],
-        'env': vl['probe_env'],
+        'env': dict(vl['probe_env'], **vl['env_file']),
         'timeout': v['timeouts'].get('vllm_server_probe_timeout'),
         'force': c['vllm_server_probe_force'] is True,
         'service_name': c['vllm_server_service_name'],

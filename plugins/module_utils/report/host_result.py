@@ -15,7 +15,8 @@ A result::
      'block_size': 784, 'block_size_source': 'probe', 'predicted_block_size': 784,
      'summary': {...the plan's summary row: model, tp, chunk_size, max_num_batched_tokens, ...},
      'services': {'lmcache': 'active', 'vllm': 'active'}, 'gpus': 2,
-     'warm_start': 'host gpu-a: compile caches packed ...' or None}
+     'warm_start': 'host gpu-a: compile caches packed ...' or None,
+     'confirmation': 'confirmed' (a host that took its probe group's N: confirmed, differs, unconfirmed) or None}
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ STAGES = ('install', 'gpus', 'probe', 'check', 'lmcache', 'vllm', 'rollout')
 OUTCOMES = ('probed', 'checked', 'deployed', 'failed', 'skipped')
 # What a host without a result shows: it never reached stage 2 (unreachable, or stopped before it).
 NO_RESULT = {'stage': None, 'outcome': 'failed', 'findings': [], 'block_size': None, 'block_size_source': None,
-             'predicted_block_size': None, 'summary': {}, 'services': {}, 'gpus': None, 'warm_start': None}
+             'predicted_block_size': None, 'summary': {}, 'services': {}, 'gpus': None, 'warm_start': None,
+             'confirmation': None}
 
 
 class ResultError(ValueError):
@@ -47,14 +49,15 @@ def _gpu_count(gpus):
 
 
 def record(previous, host, stage, outcome, findings=None, plan=None, block_size=None, probe=None, gpus=None,
-           services=None, warm_start=None):
+           services=None, warm_start=None, confirmation=None):
     """``previous`` (None: a new result, stage 2) with what ``stage`` learnt about ``host``.
 
     ``plan``: the host plan (only its public ``summary`` and its prediction are kept); ``block_size`` and
     ``probe``: the facts ``vllm_block_size`` and ``vllm_block_size_probe``; ``gpus``: the fact ``fleet_gpus`` (or a
     count); ``services``: ``{'lmcache': state, 'vllm': state}``; ``warm_start``: the sentence of the warm first
-    start (the compile caches this host packed for its group, or was seeded with). An argument left None keeps what
-    was recorded (a new result needs ``stage`` and ``outcome``)."""
+    start (the compile caches this host packed for its group, or was seeded with); ``confirmation``: the probe
+    module's ``confirmation`` of the N a host took from its probe group (its outcome is kept). An argument left None
+    keeps what was recorded (a new result needs ``stage`` and ``outcome``)."""
     result = dict(NO_RESULT, **(previous or {}))
     stage = stage if stage is not None or not previous else result['stage']
     outcome = outcome if outcome is not None or not previous else result['outcome']
@@ -64,7 +67,8 @@ def record(previous, host, stage, outcome, findings=None, plan=None, block_size=
         raise ResultError('fleet_result: unknown outcome %r; one of: %s' % (outcome, ', '.join(OUTCOMES)))
     result.update(host=host, stage=stage, outcome=outcome)
     changes = {'findings': _findings(findings), 'block_size': block_size, 'gpus': _gpu_count(gpus),
-               'services': dict(services) if services else None, 'warm_start': warm_start or None}
+               'services': dict(services) if services else None, 'warm_start': warm_start or None,
+               'confirmation': (confirmation or {}).get('outcome')}
     if probe:
         changes['block_size_source'] = probe.get('source')
     if plan:

@@ -35,11 +35,11 @@ def _run(args, task_vars):
 
 
 def test_form_groups_the_play_hosts_by_their_inputs_and_prefers_a_host_with_n_as_canary():
-    hostvars = {'a': {'__fleet_probe_inputs': probe_inputs('GPU-a')},
-                'b': {'__fleet_probe_inputs': probe_inputs('GPU-b'), 'vllm_block_size': 784},
-                'c': {'__fleet_probe_inputs': probe_inputs('GPU-c', tp=2)}, 'd': {}}
+    hostvars = {'a': {'__vllm_server_probe_inputs': probe_inputs('GPU-a')},
+                'b': {'__vllm_server_probe_inputs': probe_inputs('GPU-b'), 'vllm_block_size': 784},
+                'c': {'__vllm_server_probe_inputs': probe_inputs('GPU-c', tp=2)}, 'd': {}}
     result = _run({'step': 'form', 'hosts': ['a', 'b', 'c', 'd']}, {'hostvars': hostvars})
-    groups = result['ansible_facts']['__fleet_probe_groups']
+    groups = result['ansible_facts']['__vllm_server_probe_groups']
     assert [(g['name'], g['canary'], g['members']) for g in groups] == [
         ('G1', 'b', ['b', 'a']), ('G2', 'c', ['c']), ('G3', 'd', ['d'])]
     assert groups[0]['line'] == 'probe group G1: 2 host(s), probed on b, taken by a' and result['changed'] is False
@@ -50,14 +50,14 @@ def test_form_groups_the_play_hosts_by_their_inputs_and_prefers_a_host_with_n_as
 def _take(own, canary, group=None):
     group = group or {'name': 'G1', 'canary': 'a-1', 'members': ['a-1', 'a-2']}
     hostvars = {'a-1': canary}
-    return _run({'step': 'take'}, dict(own, hostvars=hostvars, inventory_hostname='a-2', __fleet_probe_group=group))
+    return _run({'step': 'take'}, dict(own, hostvars=hostvars, inventory_hostname='a-2', __vllm_server_probe_group=group))
 
 
 def test_take_gives_a_host_without_n_the_canarys_n_with_its_own_fingerprints_and_the_canarys_m():
     canary = {'vllm_block_size': 544, 'vllm_block_size_probe': {'outcome': 'found', 'source': 'probe', 'fingerprint': 'x'},
               '__vllm_server_mamba_blocks': {'mamba_cache_blocks': 604, 'source': 'refusal'},
               '__vllm_server_plan': {'derived': {'mamba_inputs': M_INPUTS}}}
-    own = {'__fleet_probe_inputs': probe_inputs('GPU-b'), '__vllm_server_plan': {'derived': {'mamba_inputs': M_INPUTS}}}
+    own = {'__vllm_server_probe_inputs': probe_inputs('GPU-b'), '__vllm_server_plan': {'derived': {'mamba_inputs': M_INPUTS}}}
     facts = _take(own, canary)['ansible_facts']
     probe = facts['vllm_block_size_probe']
     assert facts['vllm_block_size'] == 544
@@ -73,7 +73,7 @@ def test_take_keeps_a_hosts_own_n_and_m_and_other_inputs_of_m():
               '__vllm_server_plan': {'derived': {'mamba_inputs': M_INPUTS}}}
     own_n = {'vllm_block_size': 560, 'vllm_block_size_probe': {'source': 'cache'}}
     assert _take(own_n, canary)['ansible_facts'] == {}
-    other_m = {'__fleet_probe_inputs': probe_inputs('GPU-b'),
+    other_m = {'__vllm_server_probe_inputs': probe_inputs('GPU-b'),
                '__vllm_server_plan': {'derived': {'mamba_inputs': dict(M_INPUTS, max_model_len=4096)}}}
     facts = _take(other_m, canary)['ansible_facts']
     assert facts['vllm_block_size'] == 544 and '__vllm_server_mamba_blocks' not in facts

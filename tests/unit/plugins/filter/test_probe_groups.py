@@ -55,19 +55,3 @@ def test_without_probe_groups_each_host_is_its_own_canary():
 def test_bad_input_names_the_expected_shape(bad):
     with pytest.raises(AnsibleFilterError, match="list of {host, inputs}"):
         probe_groups(bad)
-
-
-probe_group_confirm = FilterModule().filters()['probe_group_confirm']
-GIVEN = {"block_size": 544, "source": "group", "group": "G1", "canary": "a-1", "outcome": "found"}
-
-
-def test_confirmation_from_the_read_back_probe_result():
-    journal = {"vllm_block_size": 544, "source": "journal", "reason": "N=544 (read from the running service's journal)"}
-    assert probe_group_confirm(GIVEN, "a-2", journal)["outcome"] == "confirmed"
-    other = probe_group_confirm(GIVEN, "a-2", dict(journal, vllm_block_size=560))
-    assert other["outcome"] == "differs" and other["stop_service"] and "reports N=560, the canary's N=544" in other["message"]
-    skipped = {"skipped": True, "outcome": "skipped", "reason": "journal of vllm not used: the service has not logged it"}
-    unconfirmed = probe_group_confirm(GIVEN, "a-2", skipped)
-    assert unconfirmed["outcome"] == "unconfirmed" and "has not logged it" in unconfirmed["message"]
-    with pytest.raises(AnsibleFilterError):
-        probe_group_confirm(None, "a-2", journal)

@@ -556,3 +556,57 @@ def test_the_probe_takes_the_n_of_a_second_alignment(multi_gpu_vllm_double):
     assert res["vllm_block_size"] == 1088 and res["outcome"] == "found"
     assert res["log_line"] == second
     assert not d.leftovers()
+
+
+# ====================================================================== expected: confirm a given N
+
+def test_expected_confirms_from_the_hosts_own_answer_and_launches_nothing(multi_gpu_vllm_double):
+    d = multi_gpu_vllm_double
+    lines = read_log("vllm-0.20-tp2-workers.log")
+    d.replay([[0, lines[0]], [0, lines[1]], [0, lines[2]], [0, lines[4]]])
+    status, probed = d.run(tensor_parallel_size=2)
+    assert status == "ok" and probed["vllm_block_size"] == 1056, probed
+    os.unlink(d.argv_out)
+
+    given = {"block_size": 1056, "host": "a-2", "group": "g1", "canary": "a-1"}
+    status, res = d.run(tensor_parallel_size=2, expected=given)
+    assert status == "ok", res
+    assert res["confirmation"]["outcome"] == "confirmed" and not res["confirmation"]["stop_service"]
+    assert res["confirmation"]["message"] == "host a-2 (group g1, canary a-1): the service confirms the canary's N=1056"
+    assert "ansible_facts" not in res  # the group's N and its facts stay
+    assert d.launched() is None
+
+    status, res = d.run(tensor_parallel_size=2, expected=dict(given, block_size=640))
+    assert status == "ok" and res["confirmation"]["outcome"] == "differs", res
+    assert res["confirmation"]["stop_service"] and res["confirmation"]["block_size"] == 1056
+    assert "reports N=1056, the canary's N=640" in res["confirmation"]["message"]
+    assert "--limit a-2" in res["confirmation"]["message"]
+    assert d.launched() is None
+
+
+def test_expected_without_an_answer_is_unconfirmed_and_launches_nothing_even_with_force(multi_gpu_vllm_double):
+    d = multi_gpu_vllm_double
+    given = {"block_size": 1056, "host": "a-2", "group": "g1", "canary": "a-1"}
+    status, res = d.run(tensor_parallel_size=2, expected=given, force=True)
+    assert status == "ok", res
+    assert res["confirmation"]["outcome"] == "unconfirmed" and not res["confirmation"]["stop_service"]
+    assert res["confirmation"]["block_size"] is None
+    assert "N=1056 from the canary, not confirmed from the service" in res["confirmation"]["message"]
+    assert d.launched() is None and not os.path.exists(d.cache)
+
+
+def test_launch_false_answers_from_the_cache_only_and_is_skipped_without_one(multi_gpu_vllm_double):
+    d = multi_gpu_vllm_double
+    status, res = d.run(tensor_parallel_size=2, launch=False)
+    assert status == "ok" and res["skipped"] and res["outcome"] == "skipped", res
+    assert res["reason"].endswith("a probe would launch vLLM (launch=false)") and res["fingerprint"]
+    assert "ansible_facts" not in res and d.launched() is None
+
+    lines = read_log("vllm-0.20-tp2-workers.log")
+    d.replay([[0, lines[0]], [0, lines[1]], [0, lines[2]], [0, lines[4]]])
+    status, probed = d.run(tensor_parallel_size=2)
+    assert status == "ok" and probed["source"] == "probe", probed
+    os.unlink(d.argv_out)
+    status, res = d.run(tensor_parallel_size=2, launch=False)
+    assert status == "ok" and res["source"] == "cache" and res["ansible_facts"]["vllm_block_size"] == 1056, res
+    assert d.launched() is None

@@ -70,28 +70,6 @@ def test_the_canary_is_a_host_with_n_cached_and_hosts_without_inputs_probe_alone
         ("G1", "h3", ["h3", "h1", "h2"]), ("G2", "lost", ["lost"])]
 
 
-def test_the_others_take_the_canarys_n_and_probe_themselves_when_it_failed():
-    a, b = inputs([h200(0, "GPU-a")]), inputs([h200(0, "GPU-a")], tensor_parallel_size=2)
-    groups = hg.form_groups([("a1", a), ("a2", a), ("b1", b), ("b2", b)])
-    out = hg.take_canary_n(groups, {"a1": 544, "b1": None})
-    assert out["assigned"]["a1"] == {"block_size": 544, "source": "probe", "group": "G1", "canary": "a1"}
-    assert out["assigned"]["a2"] == {"block_size": 544, "source": "group", "group": "G1", "canary": "a1"}
-    assert out["probe_self"] == ["b2"] and out["assigned"]["b1"]["block_size"] is None
-
-
-def test_confirmation_from_the_running_service():
-    given = {"block_size": 544, "source": "group", "group": "G1", "canary": "a1"}
-    ok = hg.confirm("a2", given, (544, "read from the running service's journal"))
-    assert ok["outcome"] == "confirmed" and not ok["reprobe"] and not ok["stop_service"]
-    bad = hg.confirm("a2", given, (560, "read from the running service's journal"))
-    assert bad["outcome"] == "differs" and bad["reprobe"] and bad["stop_service"]
-    assert "host a2 (group G1, canary a1): its service reports N=560, the canary's N=544" in bad["message"]
-    unknown = hg.confirm("a2", given, (None, "the service has not logged the attention block size (yet)"))
-    assert unknown["outcome"] == "unconfirmed" and "has not logged" in unknown["message"]
-    own = hg.confirm("a1", dict(given, source="probe"), (None, "n/a"))
-    assert own["outcome"] == "confirmed"
-
-
 def test_plan_groups_and_the_shown_lines():
     def row(host, tp, gpu_kind="sm90 (default for platform cuda)"):
         return {"host": host, "n_inputs": {"model": "m", "tensor_parallel_size": tp}, "gpu_kind": gpu_kind, "gpus": ""}
@@ -102,69 +80,3 @@ def test_plan_groups_and_the_shown_lines():
     lines = plan_lines([], "/p", groups + [{"name": "G9", "canary": "x", "members": ["x"] + ["y%d" % i for i in range(7)]}])
     assert "probe group G1: 2 host(s), probed on a, taken by c" in lines
     assert "probe group G9: 8 host(s), probed on x, taken by y0, y1, y2, y3, y4 and 2 more" in lines
-
-
-SHOW = """LoadState=loaded
-ActiveState=active
-SubState=running
-InvocationID=1e96ee28b1cd47a9a2deb866a79f403a
-MainPID=31
-ExecMainStartTimestampMonotonic=2808250587
-"""
-FP = "a" * 64
-
-
-def read_back(tmp_path, journal, recorded=FP):
-    """The journal seam with test doubles of systemctl and journalctl (no running unit here)."""
-    fingerprint_file = tmp_path / "vllm.fingerprint"
-    fingerprint_file.write_text(recorded + "\n")
-    mtime = fingerprint_file.stat().st_mtime
-
-    def systemctl_double(argv):
-        assert argv[:2] == ["systemctl", "show"]
-        return 0, SHOW, ""
-
-    def journalctl_double(argv, expected_ranks):
-        assert "_SYSTEMD_INVOCATION_ID=1e96ee28b1cd47a9a2deb866a79f403a" in argv
-        return 0, journal, ""
-
-    return hg.read_back_journal(systemctl_double, journalctl_double, "vllm", str(fingerprint_file), FP,
-                                platform="cpu", vllm_version="0.32.0+cpu",
-                                clock=lambda: mtime + 10.0, monotonic=lambda: 2809.0)
-
-
-def test_the_journal_seam_reads_the_services_n_and_feeds_the_confirmation(tmp_path):
-    journal = ("(EngineCore pid=187) INFO 05-01 17:08:53 [interface.py:606] Setting attention block size to 640 tokens "
-               "to ensure that attention page size is >= mamba page size.\n"
-               "(EngineCore pid=187) INFO 05-01 17:08:54 [kv_cache_utils.py:1300] kv lcm block sizes 640\n")
-    n, reason = read_back(tmp_path, journal)
-    assert n == 640 and "running service's journal" in reason
-    given = {"block_size": 544, "source": "group", "group": "G1", "canary": "a1"}
-    assert hg.confirm("a2", given, (n, reason))["outcome"] == "differs"
-
-
-def test_the_journal_seam_says_why_it_has_no_n(tmp_path):
-    n, reason = read_back(tmp_path, "INFO starting\n")
-    assert n is None and "has not logged the attention block size" in reason
-    n, reason = read_back(tmp_path, "", recorded="b" * 64)
-    assert n is None and "was started with other inputs" in reason
-
-
-def test_every_input_of_n_of_the_one_table_separates_groups():
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.vllm_cli import N_INPUTS
-    from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.fingerprint import fingerprint_inputs
-    base = dict(model_id={"kind": "hub", "id": "m/x", "revision": "main"}, vllm_version="0.32.0",
-                hardware={"kind": "cpu", "machine": "x86_64", "cpu_model": "EPYC", "isa": ["avx2"]})
-    other = {"tensor_parallel_size": 2, "dtype": "bfloat16", "kv_cache_dtype": "fp8", "mamba_ssm_cache_dtype": "float32",
-             "mamba_cache_dtype": "float32", "block_size": 32, "speculative_config": {"method": "mtp", "num_speculative_tokens": 1}}
-    assert set(other) == set(item.name for item in N_INPUTS)
-    one = hg.group_key(fingerprint_inputs(**base))
-    for name, value in other.items():
-        assert hg.group_key(fingerprint_inputs(**dict(base, **{name: value}))) != one, name
-    # the CPU's ISA flags and the vLLM version separate groups too; the probe mode does not
-    cpu = dict(base["hardware"], isa=["avx2", "avx512f"])
-    with_isa, newer = dict(base), dict(base)
-    with_isa["hardware"], newer["vllm_version"] = cpu, "0.33.0"
-    assert hg.group_key(fingerprint_inputs(**with_isa)) != one
-    assert hg.group_key(fingerprint_inputs(**newer)) != one
-    assert hg.group_key(fingerprint_inputs(probe_mode="shrunk", **base)) == one
