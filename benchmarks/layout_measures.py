@@ -222,7 +222,7 @@ def deploy_files(repo):
 
     seen, todo = set(), [os.path.join(repo, 'playbooks', 'deploy.yml')]
     while todo:
-        path = todo.pop()
+        path = os.path.normpath(todo.pop())
         if path in seen or not os.path.isfile(path):
             continue
         seen.add(path)

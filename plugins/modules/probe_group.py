@@ -24,8 +24,8 @@ description:
     C(vllm_block_size_probe) with source C(group), the group, the canary and the host's own fingerprints), and the
     Mamba cache blocks M its canary reported when the inputs that change M are the canary's
     (C(__vllm_server_mamba_blocks)). Reads the fact C(__vllm_server_probe_group), this host's group.
-  - C(deploy.yml) uses it in stage 2 (C(playbooks/tasks/probe_per_group.yml)) and again in stage 4 for M, which the
-    canary's first start may just have reported.
+  - The role C(lmcache_vllm.fleet.vllm_server)'s C(probe) entry point uses it (deploy.yml's stage 2), and
+    C(deploy.yml) again in stage 4 for M, which the canary's first start may just have reported.
 author:
   - lmcache_vllm.fleet maintainers (@lmcache-vllm)
 extends_documentation_fragment:

@@ -2,8 +2,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """deploy.yml with fleet_probe_per_group: hosts with identical inputs of N probe once, on the canary.
 
-tests/playbooks/deploy_probe_groups.yml runs deploy.yml's own group task files with each host's inputs
-of N given (what the probe module's compute_only returns) and the canaries' N given instead of a probe.
+tests/playbooks/deploy_probe_groups.yml runs the action probe_group's steps in the order of the role's probe.yml
+with each host's inputs of N given (what the probe module returns without launching) and the canaries' N given
+instead of a probe.
 No host is contacted.
 """
 
