@@ -32,7 +32,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_st
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_sizing as sizes
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.plan_variables import (
-    ACCOUNT_RE, ACL_USER_RE, SAFE_PATH_RE, SERVICE_NAME_RE, as_bool, as_int, host_label, msg)
+    ACCOUNT_RE, ACL_USER_RE, SAFE_PATH_RE, SERVICE_NAME_RE, HostSettings, as_int, host_label)
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.redact import is_secret_name
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import systemd_quote as sq
 
@@ -141,40 +141,6 @@ def store_endpoint(name, svars, defaults):
     return str(address), as_int(cfg.get('kv_store_port'))
 
 
-class _Checks:
-    """Collects one store host's errors; each getter returns the clean value or None."""
-
-    def __init__(self, host, cfg):
-        self.host, self.cfg, self.errors, self.warnings, self.names_errors = host, cfg, [], [], []
-
-    def error(self, name, value, problem, fix):
-        text = msg(self.host, name, value, problem, fix)
-        if text not in self.errors:
-            self.errors.append(text)
-
-    def integer(self, name, low, high=None, fix='use a whole number'):
-        value = as_int(self.cfg.get(name))
-        if value is None or value < low or (high is not None and value > high):
-            self.error(name, self.cfg.get(name), 'is not an integer >= %d%s' % (
-                low, '' if high is None else ' and <= %d' % high), fix)
-            return None
-        return value
-
-    def boolean(self, name):
-        value = as_bool(self.cfg.get(name))
-        if not isinstance(value, bool):
-            self.error(name, self.cfg.get(name), 'is not a boolean', 'use true or false')
-            return None
-        return value
-
-    def text(self, name, pattern, what, fix):
-        value = self.cfg.get(name)
-        if not isinstance(value, str) or not pattern.match(value) or '..' in value.split('/'):
-            self.error(name, value, 'is not %s' % what, fix)
-            return None
-        return value
-
-
 def _control_characters(c):
     for name, value in sorted(c.cfg.items()):
         if not name.startswith(PREFIX) or name.endswith('_password'):
@@ -242,11 +208,11 @@ def _exposure(c, bind):
 
 def _values(c):
     cfg = c.cfg
-    v = {'port': c.integer('kv_store_port', 1, 65535, 'use a TCP port such as 6379'),
-         'maxmemory_mb': c.integer('kv_store_maxmemory_mb', MIN_MAXMEMORY_MB,
+    v = {'port': c.required_integer('kv_store_port', 1, 65535, 'use a TCP port such as 6379'),
+         'maxmemory_mb': c.required_integer('kv_store_maxmemory_mb', MIN_MAXMEMORY_MB,
                                    fix='use the MiB the store may hold, e.g. 1024'),
-         'node_timeout': c.integer('kv_store_cluster_node_timeout_ms', 100, fix='use milliseconds, e.g. 5000'),
-         'start_timeout': c.integer('kv_store_start_timeout', 1, fix='use seconds, e.g. 60'),
+         'node_timeout': c.required_integer('kv_store_cluster_node_timeout_ms', 100, fix='use milliseconds, e.g. 5000'),
+         'start_timeout': c.required_integer('kv_store_start_timeout', 1, fix='use seconds, e.g. 60'),
          'cluster': c.boolean('kv_store_cluster')}
     bind = cfg.get('kv_store_bind')
     if not isinstance(bind, str) or not bind.strip() or ' ' in bind.strip():
@@ -275,7 +241,7 @@ def _values(c):
     v['pools'] = pools
     v['exporter'] = exporter.check(c, v)
     for key in ('kv_store_maxmemory_keys', 'kv_store_max_value_bytes'):
-        v[key[len(PREFIX):]] = None if cfg.get(key) in (None, '') else c.integer(
+        v[key[len(PREFIX):]] = None if cfg.get(key) in (None, '') else c.required_integer(
             key, 1, fix='use null or a whole number, e.g. %s' % ('64' if key.endswith('keys') else '205520896'))
     return v
 
@@ -315,7 +281,7 @@ def _inside(path, directory):
 
 
 def _names_and_paths(c):
-    """The unit name, the account and the paths (the ownership rules); their errors go to ``c.names_errors`` too."""
+    """The unit name, the account and the paths (the ownership rules); their errors go to ``c.ownership_errors`` too."""
     before, v = len(c.errors), {}
     name = c.text('kv_store_service_name', SERVICE_NAME_RE, 'a unit name', 'use letters, digits and _.:-')
     problem = ownership.unit_name_problem(name) if name else None
@@ -346,7 +312,7 @@ def _names_and_paths(c):
                 'use two separate directories such as /var/lib/fleet-kv-store and /etc/fleet-kv-store')
         v['home'] = None
     _other_homes(c, v)
-    c.names_errors = c.errors[before:]
+    c.ownership_errors = c.errors[before:]
     return v
 
 
@@ -484,7 +450,7 @@ def plan_store(host, settings, candidates=None, defaults=None, pool_values=None)
     cfg = store_defaults() if defaults is None else dict(defaults)
     known = set(cfg)
     cfg.update(dict(settings or {}))
-    c = _Checks(host, cfg)
+    c = HostSettings(host, cfg)
     _control_characters(c)
     _unknown_variables(c, known)
     password = _secret(c)
@@ -498,9 +464,9 @@ def plan_store(host, settings, candidates=None, defaults=None, pool_values=None)
                 'source; Valkey is preferred where packaged, Redis otherwise')
     plan = {'host': host, 'errors': c.errors, 'warnings': c.warnings, 'values': v,
             'server': dict(SERVERS[name]) if name else None}
-    plan['ownership_errors'] = c.names_errors
+    plan['ownership_errors'] = c.ownership_errors
     names = ('service_name', 'user', 'group', 'home', 'config_dir', 'manifest_path')
-    if not c.names_errors and all(v[key] for key in names):
+    if not c.ownership_errors and all(v[key] for key in names):
         # The paths and what the role creates (remove.yml needs them even when another value is wrong).
         conf_dir = v['config_dir']
         plan.update({'config_path': '%s/%s.conf' % (conf_dir, v['service_name']),

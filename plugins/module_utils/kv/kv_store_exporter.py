@@ -65,7 +65,7 @@ def check(c, v):
     """The exporter's clean values (``None`` where wrong; ``c`` collects the errors)."""
     enabled = c.boolean('kv_store_exporter')
     e = {'enabled': enabled is True,
-         'port': c.integer('kv_store_exporter_port', 1, 65535, 'use a TCP port such as 9121')}
+         'port': c.required_integer('kv_store_exporter_port', 1, 65535, 'use a TCP port such as 9121')}
     if e['enabled'] and e['port'] is not None and e['port'] == v.get('port'):
         c.error('kv_store_exporter_port', e['port'], 'is the store\'s own port (kv_store_port)',
                 'use another port, e.g. 9121')

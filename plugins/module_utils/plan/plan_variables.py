@@ -306,6 +306,11 @@ class HostSettings:
             return None
         return self._keep(name, number)
 
+    def required_integer(self, name, low, high=None, fix='use a whole number'):
+        """A whole number that must be given, its bounds in words (``an integer >= 1 and <= 65535``)."""
+        return self.integer(name, low, high, null=False, fix=fix, what='an integer >= %d%s' % (
+            low, '' if high is None else ' and <= %d' % high))
+
     def number(self, name, low_exclusive=None, high=None, null=True, fix=None):
         check, value = self._to_check(name, null)
         if not check:
@@ -361,6 +366,16 @@ class HostSettings:
             self.error(name, value, 'is empty', fix)
             return None
         if pattern is not None and value and not pattern.match(value):
+            self.error(name, value, 'is not %s' % what, fix)
+            return None
+        return self._keep(name, value)
+
+    def text(self, name, pattern, what, fix):
+        """A string that must be given, match ``pattern`` and hold no ``..`` component (names and paths)."""
+        if name in self.failed:
+            return None
+        value = self.get(name)
+        if not isinstance(value, str) or not pattern.match(value) or '..' in value.split('/'):
             self.error(name, value, 'is not %s' % what, fix)
             return None
         return self._keep(name, value)

@@ -24,8 +24,8 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import o
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import package_spec
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.router import router_units as units
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import systemd_quote as sq
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv.kv_store_config import _Checks
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.plan_variables import ACCOUNT_RE, SAFE_PATH_RE
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.plan_variables import (
+    ACCOUNT_RE, SAFE_PATH_RE, HostSettings)
 
 PREFIX = 'vllm_router_'
 VARIABLE_RE = re.compile(r'^vllm_router_[A-Za-z0-9_]+$')
@@ -282,12 +282,12 @@ def plan_router(host, settings, groups, workers_of, defaults=None):
     """The plan of one router host (see the module docstring). Never raises for bad input."""
     cfg = router_defaults() if defaults is None else dict(defaults)
     cfg.update(dict(settings or {}))
-    c = _Checks(host, cfg)
+    c = HostSettings(host, cfg)
     _control_characters(c)
     v = _names(c)
     names_errors = list(c.errors)
     check_exposure(c)
-    c.integer('vllm_router_drain_timeout', 0, fix='use the seconds a drained worker may take to finish its requests, '
+    c.required_integer('vllm_router_drain_timeout', 0, fix='use the seconds a drained worker may take to finish its requests, '
               'e.g. 120 (0: do not wait)')
     knobs = units.flag_values(c)
     entries = _instances(c, groups or {}, workers_of)
