@@ -33,7 +33,6 @@ def probe_groups(hosts, cached=None, per_group=True):
     return groups
 
 
-
 class FilterModule:
     """lmcache_vllm.fleet probe group filters."""
 

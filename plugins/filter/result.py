@@ -16,8 +16,8 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import h
 
 def fleet_result(previous, host, stage, outcome, **learnt):
     """``previous`` (none: a new result) with what ``stage`` learnt about ``host``."""
-    unknown = sorted(set(learnt) - {'findings', 'plan', 'block_size', 'probe', 'gpus', 'services', 'warm_start',
-                                       'confirmation'})
+    known = {'findings', 'plan', 'block_size', 'probe', 'gpus', 'services', 'warm_start', 'confirmation'}
+    unknown = sorted(set(learnt) - known)
     if unknown:
         raise AnsibleFilterError('fleet_result: unknown argument(s) %s' % ', '.join(unknown))
     if previous is not None and not isinstance(previous, dict):

@@ -16,8 +16,7 @@ __metaclass__ = type
 
 def label(expected):
     """Who took the N from whom, for the messages: ``host H (group G, canary C)``."""
-    return "host %s (group %s, canary %s)" % (expected.get("host") or "?", expected.get("group") or "?",
-                                            expected.get("canary") or "?")
+    return "host %s (group %s, canary %s)" % tuple(expected.get(key) or "?" for key in ("host", "group", "canary"))
 
 
 def confirmation(expected, answer, note=None):

@@ -71,8 +71,9 @@ def _load(req):
 
 def first_answer(req):
     """The answer of the first source that has one (with ``expected``: the cache and the journal only)."""
-    sources = (from_cache, from_journal) if req.p["expected"] else (from_cache, from_journal, no_launch,
-                                                                     from_launch)
+    sources = (from_cache, from_journal)
+    if not req.p["expected"]:
+        sources += (no_launch, from_launch)
     with cache_held(req):
         for source in sources:
             answer = source(req)

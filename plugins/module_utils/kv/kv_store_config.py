@@ -35,6 +35,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.plan_varia
     ACCOUNT_RE, ACL_USER_RE, SAFE_PATH_RE, SERVICE_NAME_RE, HostSettings, as_int, host_label)
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.redact import is_secret_name
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import systemd_quote as sq
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import systemd_unit
 
 PREFIX = 'kv_store_'
 VARIABLE_RE = re.compile(r'^kv_store_[A-Za-z0-9_]+$')
@@ -210,7 +211,7 @@ def _values(c):
     cfg = c.cfg
     v = {'port': c.required_integer('kv_store_port', 1, 65535, 'use a TCP port such as 6379'),
          'maxmemory_mb': c.required_integer('kv_store_maxmemory_mb', MIN_MAXMEMORY_MB,
-                                   fix='use the MiB the store may hold, e.g. 1024'),
+                                            fix='use the MiB the store may hold, e.g. 1024'),
          'node_timeout': c.required_integer('kv_store_cluster_node_timeout_ms', 100, fix='use milliseconds, e.g. 5000'),
          'start_timeout': c.required_integer('kv_store_start_timeout', 1, fix='use seconds, e.g. 60'),
          'cluster': c.boolean('kv_store_cluster')}
@@ -428,18 +429,15 @@ def cluster_problem(text, nodes):
 def unit_lines(v, server):
     conf = '%s/%s.conf' % (v['config_dir'].rstrip('/'), v['service_name'])
     description = 'KV store of the LMCache pools %s (%s)' % (', '.join(v['pools']), server['name'])
-    head = ['[Unit]', 'Description=%s' % sq.specifier_text(description),
-            'Documentation=https://valkey.io/topics/acl/',
-            'After=network-online.target', 'Wants=network-online.target',
-            'StartLimitIntervalSec=300', 'StartLimitBurst=5', '',
-            '[Service]', 'Type=notify',
-            'User=%s' % v['user'], 'Group=%s' % v['group'],
-            'WorkingDirectory=%s' % v['home'],
-            'ExecStart=%s' % sq.exec_line([server['binary'], conf]),
-            'Restart=on-failure', 'RestartSec=2',
-            'TimeoutStartSec=%d' % v['start_timeout'], 'TimeoutStopSec=30',
-            'ReadWritePaths=-%s' % sq.exec_word(v['home'])]
-    return head + list(HARDENING) + ['', '[Install]', 'WantedBy=multi-user.target']
+    service = ['Type=notify',
+               'User=%s' % v['user'], 'Group=%s' % v['group'],
+               'WorkingDirectory=%s' % v['home'],
+               'ExecStart=%s' % sq.exec_line([server['binary'], conf]),
+               'Restart=on-failure', 'RestartSec=2',
+               'TimeoutStartSec=%d' % v['start_timeout'], 'TimeoutStopSec=30',
+               'ReadWritePaths=-%s' % sq.exec_word(v['home'])]
+    return systemd_unit.unit_file(sq.specifier_text(description), 'https://valkey.io/topics/acl/',
+                                  service + list(HARDENING))
 
 
 def plan_store(host, settings, candidates=None, defaults=None, pool_values=None):

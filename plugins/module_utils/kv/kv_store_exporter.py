@@ -21,6 +21,7 @@ from __future__ import annotations
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import addresses
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.plan_variables import ACL_USER_RE, as_bool
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import systemd_quote as sq
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import systemd_unit
 
 PACKAGE = 'prometheus-redis-exporter'
 BINARY = '/usr/bin/prometheus-redis-exporter'
@@ -134,15 +135,12 @@ def argv(e, store_port):
 def unit_lines(e, names, store, hardening):
     """The exporter's unit: a dynamic user, the store's sandbox, the password from the environment file only."""
     description = 'Prometheus exporter of the KV store %s' % store['service_name']
-    return ['[Unit]', 'Description=%s' % sq.specifier_text(description),
-            'Documentation=man:prometheus-redis-exporter(1)',
-            'After=network-online.target %s.service' % store['service_name'], 'Wants=network-online.target',
-            'StartLimitIntervalSec=300', 'StartLimitBurst=5', '',
-            '[Service]', 'Type=exec', 'DynamicUser=true',
-            'EnvironmentFile=%s' % sq.exec_word(names['env_path']),
-            'ExecStart=%s' % sq.exec_line(argv(dict(e, store_bind=store['bind']), store['port']), continuation=False),
-            'Restart=on-failure', 'RestartSec=2', 'TimeoutStopSec=20'] + list(hardening) + [
-        '', '[Install]', 'WantedBy=multi-user.target']
+    service = ['Type=exec', 'DynamicUser=true',
+               'EnvironmentFile=%s' % sq.exec_word(names['env_path']),
+               'ExecStart=%s' % sq.exec_line(argv(dict(e, store_bind=store['bind']), store['port']), continuation=False),
+               'Restart=on-failure', 'RestartSec=2', 'TimeoutStopSec=20']
+    return systemd_unit.unit_file(sq.specifier_text(description), 'man:prometheus-redis-exporter(1)',
+                                  service + list(hardening), after=['%s.service' % store['service_name']])
 
 
 def plan(e, names, store, hardening, password_hash):

@@ -20,6 +20,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_po
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import package_spec
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import systemd_quote as sq
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import systemd_unit
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import vllm_cli
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.plan_variables import (
     PER_VERSION, fmt_value)
@@ -106,21 +107,10 @@ def _finish(service, argv, environment, env_file, secret_names=()):
 
 def unit_lines(service, documentation, after, requires=None):
     """The lines of a unit file (after the managed-by comment), from a service of the plan."""
-    lines = ['[Unit]',
-             'Description=%s' % service['description_line'],
-             'Documentation=%s' % documentation,
-             'After=%s' % ' '.join(['network-online.target'] + after),
-             'Wants=network-online.target']
-    for unit in requires or []:
-        lines += ['Requires=%s' % unit, 'PartOf=%s' % unit]
-    lines += ['StartLimitIntervalSec=%d' % service['start_limit_interval_sec'],
-              'StartLimitBurst=%d' % service['start_limit_burst'],
-              '',
-              '[Service]',
-              'Type=exec',
-              'User=%s' % service['user'],
-              'Group=%s' % service['group'],
-              'WorkingDirectory=%s' % service['home']]
+    lines = ['Type=exec',
+             'User=%s' % service['user'],
+             'Group=%s' % service['group'],
+             'WorkingDirectory=%s' % service['home']]
     lines += ['Environment=%s' % line for line in service['environment_lines']]
     lines += ['EnvironmentFile=%s' % service['env_path'],
               'ExecStart=%s' % service['exec_start'],
@@ -133,9 +123,9 @@ def unit_lines(service, documentation, after, requires=None):
               'TimeoutStartSec=%d' % service['timeout_start_sec'],
               'TimeoutStopSec=%d' % service['stop_timeout'],
               'ReadWritePaths=%s' % service['read_write_paths_line']]
-    lines += service['hardening']
-    lines += ['', '[Install]', 'WantedBy=multi-user.target']
-    return lines
+    return systemd_unit.unit_file(service['description_line'], documentation, lines + service['hardening'],
+                                  after=after, requires=requires or (),
+                                  start_limit=(service['start_limit_interval_sec'], service['start_limit_burst']))
 
 
 def lmcache_service(c, derived, lm, gpus, kv=None):

@@ -287,8 +287,8 @@ def plan_router(host, settings, groups, workers_of, defaults=None):
     v = _names(c)
     names_errors = list(c.errors)
     check_exposure(c)
-    c.required_integer('vllm_router_drain_timeout', 0, fix='use the seconds a drained worker may take to finish its requests, '
-              'e.g. 120 (0: do not wait)')
+    c.required_integer('vllm_router_drain_timeout', 0, fix='use the seconds a drained worker may take to finish its '
+                       'requests, e.g. 120 (0: do not wait)')
     knobs = units.flag_values(c)
     entries = _instances(c, groups or {}, workers_of)
     plan = {'host': host, 'errors': c.errors, 'values': v, 'ownership_errors': names_errors}

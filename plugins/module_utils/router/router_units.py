@@ -17,6 +17,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import a
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_store_config as store
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import ownership
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import systemd_quote as sq
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import systemd_unit
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.plan_variables import as_int, as_number
 
 ROLE = 'vllm_router'
@@ -108,18 +109,14 @@ def argv(venv, cfg, entry, knobs):
 
 
 def unit_lines(v, service_name, group, command, start_timeout):
-    head = ['[Unit]',
-            'Description=%s' % sq.specifier_text('vllm-router in front of the vLLM hosts of %s' % group),
-            'Documentation=%s' % DOCUMENTATION,
-            'After=network-online.target', 'Wants=network-online.target',
-            'StartLimitIntervalSec=300', 'StartLimitBurst=5', '',
-            '[Service]', 'Type=exec',
-            'User=%s' % v['user'], 'Group=%s' % v['group'],
-            'WorkingDirectory=%s' % sq.exec_word(v['home']),
-            'ExecStart=%s' % sq.exec_line(command),
-            'KillSignal=SIGTERM', 'Restart=on-failure', 'RestartSec=2',
-            'TimeoutStartSec=%d' % start_timeout, 'TimeoutStopSec=30']
-    return head + list(HARDENING) + ['', '[Install]', 'WantedBy=multi-user.target']
+    service = ['Type=exec',
+               'User=%s' % v['user'], 'Group=%s' % v['group'],
+               'WorkingDirectory=%s' % sq.exec_word(v['home']),
+               'ExecStart=%s' % sq.exec_line(command),
+               'KillSignal=SIGTERM', 'Restart=on-failure', 'RestartSec=2',
+               'TimeoutStartSec=%d' % start_timeout, 'TimeoutStopSec=30']
+    return systemd_unit.unit_file(sq.specifier_text('vllm-router in front of the vLLM hosts of %s' % group),
+                                  DOCUMENTATION, service + list(HARDENING))
 
 
 def instance(cfg, v, venv, entry, knobs):
