@@ -106,16 +106,6 @@ def paths(v):
             'env_path': '%s/%s' % (conf, ENV_NAME), 'marker_path': '%s/%s' % (conf, MARKER_NAME)}
 
 
-def _host_port(host, port):
-    host = str(host).strip().strip('[]')
-    return '[%s]:%d' % (host, port) if ':' in host else '%s:%d' % (host, port)
-
-
-def _dial(bind):
-    """Where the exporter reaches the store: its address, loopback when the store listens on a wildcard."""
-    return addresses.local_address(bind)
-
-
 def acl_line(username, hashed):
     """The exporter's line of the ACL file; ``hashed``: the password's ACL form (``kv_store_config.password_hash``)."""
     return 'user %s on %s %s' % (username, hashed, EXPORTER_ACL_RULES)
@@ -128,8 +118,8 @@ def env_lines(username, password):
 
 def argv(e, store_port):
     """The exporter's command: where it listens and which store it reads (``e['store_bind']``); no secret."""
-    return [BINARY, '-redis.addr=redis://%s' % _host_port(_dial(e['store_bind']), store_port),
-            '-web.listen-address=%s' % _host_port(e['bind'], e['port'])]
+    return [BINARY, '-redis.addr=redis://%s' % addresses.host_port(addresses.local_address(e['store_bind']), store_port),
+            '-web.listen-address=%s' % addresses.host_port(e['bind'], e['port'])]
 
 
 def unit_lines(e, names, store, hardening):
@@ -148,8 +138,8 @@ def plan(e, names, store, hardening, password_hash):
     ``password_hash``: the store's sandbox lines and the ACL file's password form, from ``kv_store_config``)."""
     e = dict(e, store_bind=store['bind'])
     out = {'enabled': e['enabled'], 'port': e['port'], 'bind': e['bind'], 'username': e['username'],
-           'package': PACKAGE, 'package_unit': PACKAGE_UNIT, 'listen': _host_port(e['bind'], e['port']),
-           'redis_addr': 'redis://%s' % _host_port(_dial(store['bind']), store['port'])}
+           'package': PACKAGE, 'package_unit': PACKAGE_UNIT, 'listen': addresses.host_port(e['bind'], e['port']),
+           'redis_addr': 'redis://%s' % addresses.host_port(addresses.local_address(store['bind']), store['port'])}
     out.update(names)
     if e['enabled']:
         out.update({'acl_line': acl_line(e['username'], password_hash(e['password'])),
@@ -178,5 +168,5 @@ def scrape_targets(stores):
         address = addresses.remote_address(bind, item.get('address') or host)
         labels = {'host': host, 'service': 'kv_store', 'pools': ','.join(item.get('pools') or [])}
         labels.update(dict((str(k), str(v)) for k, v in (item.get('labels') or {}).items()))
-        groups.append({'targets': [_host_port(address, e['port'])], 'labels': labels})
+        groups.append({'targets': [addresses.host_port(address, e['port'])], 'labels': labels})
     return {'targets': groups, 'skipped': skipped}

@@ -58,3 +58,9 @@ def remote_address(host, host_address):
     """The address a client on another host dials for a server bound to ``host``: ``host_address`` (how the
     host is reached, e.g. ``ansible_host``) for a wildcard bind, else the bind itself."""
     return host_address if is_wildcard(host) else host
+
+
+def host_port(host, port):
+    """``host:port`` as a URL or a listen address writes it (an IPv6 address in brackets); no wildcard translation."""
+    text = str(host).strip().strip('[]')
+    return '[%s]:%d' % (text, port) if ':' in text else '%s:%d' % (text, port)

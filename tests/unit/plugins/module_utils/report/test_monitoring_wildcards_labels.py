@@ -28,13 +28,19 @@ def status_dials(bind):
     return host.strip('[]')
 
 
+def exporter_dials(bind):
+    """The address the KV store's exporter dials for a store bound to ``bind`` (its -redis.addr)."""
+    addr = kv_store_exporter.argv({'store_bind': bind, 'bind': '127.0.0.1', 'port': 9121}, 6379)[1]
+    return addr[len('-redis.addr=redis://'):-len(':6379')].strip('[]')
+
+
 @pytest.mark.parametrize('bind', V4_WILDCARDS + V6_WILDCARDS)
 def test_every_wildcard_spelling_is_read_as_a_wildcard(bind):
     assert addresses.is_wildcard(bind)
     want = '127.0.0.1' if bind in ('', '*', '0.0.0.0') else '::1'
     assert addresses.url_host(bind).strip('[]') == want
     assert status_dials(bind) == want
-    assert kv_store_exporter._dial(bind) == want
+    assert exporter_dials(bind) == want
     assert kv_store_config.store_endpoint('kv-1', {'kv_store_bind': bind, 'kv_store_port': 6379,
                                                    'ansible_host': '10.0.0.9'}, {}) == ('10.0.0.9', 6379)
 
@@ -43,7 +49,7 @@ def test_every_wildcard_spelling_is_read_as_a_wildcard(bind):
 def test_other_addresses_are_not_wildcards(bind):
     assert not addresses.is_wildcard(bind)
     assert status_dials(bind) == bind
-    assert kv_store_exporter._dial(bind) == bind
+    assert exporter_dials(bind) == bind
     assert kv_store_config.store_endpoint('kv-1', {'kv_store_bind': bind, 'kv_store_port': 6379,
                                                    'ansible_host': '10.0.0.9'}, {}) == (bind, 6379)
 
