@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The probe's confirmation of an N a host took from its probe group (``_probe/confirm.py``; the whole module with
-the option ``expected``: tests/unit/plugins/modules/test_block_size_probe.py)."""
+the option ``expected``: tests/unit/plugins/modules/test_block_size_probe_cuda.py)."""
 
 from __future__ import absolute_import, division, print_function
 
