@@ -31,3 +31,13 @@ def test_plan_json_holds_no_credential_of_the_service_environments():
     assert out['vllm']['probe_env']['USE_AUTH'] == redact.REDACTED
     assert out['vllm']['probe_env']['PLAIN_SETTING'] == 'plainvalue'
     assert 'true' in text.replace('"USE_AUTH": "<redacted>"', ''), 'a short value elsewhere is not the secret'
+
+
+def test_the_probes_arguments_carry_the_environment_files_secrets_and_the_public_plan_none():
+    settings = {'vllm_server_model': 'Qwen/Qwen3.5-0.8B', 'vllm_server_hf_token': 'hf_tokenvalue0123456789',
+                'vllm_server_api_key': 'api-key-value-0123456789'}
+    plan = host_plan.plan_host('gpu-07', settings, n=544, n_kind='probed')
+    assert plan['probe']['env']['HF_TOKEN'] == 'hf_tokenvalue0123456789'  # the probe runs as the service runs
+    assert plan['probe']['env']['VLLM_API_KEY'] == 'api-key-value-0123456789'
+    text = json.dumps(host_plan.public_view(plan))
+    assert 'hf_tokenvalue0123456789' not in text and 'api-key-value-0123456789' not in text
