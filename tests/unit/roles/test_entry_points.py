@@ -58,7 +58,7 @@ def test_the_internal_role_has_a_spec_per_entry_point_and_the_roles_include_it()
     include its entry points and no longer read each other's files."""
     with open(os.path.join(ROOT, 'roles', 'common', 'meta', 'argument_specs.yml'), encoding='utf-8') as handle:
         specs = yaml.safe_load(handle)['argument_specs']
-    assert sorted(specs) == entry_points('common') == ['account', 'helper']
+    assert sorted(specs) == entry_points('common') == ['account', 'helper', 'package']
     for name, spec in specs.items():
         assert spec['short_description'].startswith('Internal'), name
         assert all(option.startswith('common_') and value['required'] for option, value in spec['options'].items())
@@ -72,3 +72,9 @@ def test_the_internal_role_has_a_spec_per_entry_point_and_the_roles_include_it()
         assert included == ['account', 'helper'], role
         with open(os.path.join(ROOT, 'roles', role, 'tasks', 'install.yml'), encoding='utf-8') as handle:
             assert '../' not in handle.read(), role
+    # the KV store installs its server package and its exporter's through the one package-install task file
+    for name, want in (('install.yml', ['package', 'account']), ('exporter.yml', ['package'])):
+        with open(os.path.join(ROOT, 'roles', 'kv_store', 'tasks', name), encoding='utf-8') as handle:
+            text = handle.read()
+        assert re.findall(r'tasks_from: (\w+)', text) == want, name
+        assert 'ansible.builtin.apt' not in text and 'dpkg-query' not in text, name

@@ -21,7 +21,7 @@ import pytest
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import request
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import CacheLock
 
-from test_block_size_probe import (  # noqa: F401  # pylint: disable=unused-import
+from test_block_size_probe_cuda import (  # noqa: F401  # pylint: disable=unused-import
     multi_gpu_vllm_double,
     read_log,
 )
