@@ -62,10 +62,6 @@ def dial(name, bind, hostvars):
     return addresses.remote_address(str(bind or ''), _address(name, hostvars)).strip('[]')
 
 
-def _url(address, port):
-    return '%s:%s' % ('[%s]' % address if ':' in address else address, port)
-
-
 # The server flags a P2P pool sets (server_flags): refused in lmcache_server_extra_args of a host in a P2P pool.
 FLAGS = ('--instance-id', '--coordinator-url', '--coordinator-advertise-ip', '--p2p-advertise-url', '--p2p-listen-url',
          '--p2p-transfer-engine')
@@ -123,14 +119,14 @@ def plan(host, cfg, peers, values):
     address = dial(host, cfg.get('lmcache_server_host'), mine)
     package, version = PACKAGES[values['device']]
     return {'transport': 'p2p', 'coordinator': coord,
-            'coordinator_url': 'http://%s' % _url(dial(coord, coord_bind, theirs), coord_port),
+            'coordinator_url': 'http://%s' % addresses.host_port(dial(coord, coord_bind, theirs), coord_port),
             'coordinator_here': coord == host, 'coordinator_bind': str(cfg.get('lmcache_server_host')),
             'coordinator_port': values['ports']['lmcache_server_kv_coordinator_port'],
             'instance_id': str(host), 'advertise_ip': address,
-            'p2p_url': _url(address, values['ports']['lmcache_server_kv_p2p_port']),
+            'p2p_url': addresses.host_port(address, values['ports']['lmcache_server_kv_p2p_port']),
             # the channel binds the server's own bind address (ZeroMQ binds an address, not a host name)
-            'p2p_listen_url': _url(str(cfg.get('lmcache_server_host')).strip('[]'),
-                                   values['ports']['lmcache_server_kv_p2p_port']),
+            'p2p_listen_url': addresses.host_port(cfg.get('lmcache_server_host'),
+                                                  values['ports']['lmcache_server_kv_p2p_port']),
             'engine': ENGINE, 'package': package, 'package_version': version}
 
 
@@ -149,7 +145,8 @@ def coordinator_argv(lmcache_bin, p2p, chunk_size):
 
 def coordinator_health_url(p2p):
     """Where the coordinator host's readiness wait asks (``/healthz``)."""
-    return 'http://%s/healthz' % _url(addresses.local_address(p2p['coordinator_bind']), p2p['coordinator_port'])
+    return 'http://%s/healthz' % addresses.host_port(addresses.local_address(p2p['coordinator_bind']),
+                                                     p2p['coordinator_port'])
 
 
 def fleet_errors(members):

@@ -239,7 +239,7 @@ def resolve(host, pool, group, stores, defaults=None):
                                     'and cannot be reached from %s' % (name, address, host),
                                     'set kv_store_bind (and kv_store_allow_network: true) on %s, or serve the pool '
                                     'from this host' % name))
-        nodes.append('%s:%s' % ('[%s]' % address if ':' in address else address, port))
+        nodes.append(addresses.host_port(address, port))
     first = next(iter(found.values()))
     password = first.get('kv_store_password')
     if not isinstance(password, str) or not password:

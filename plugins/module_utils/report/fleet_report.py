@@ -27,6 +27,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_po
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import host_result
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report.fleet_report_pages import (
     plan_html, plan_markdown, status_html)
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared import addresses
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.addresses import is_wildcard
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_rules import FleetRuleError, monitoring_label_errors
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.hardware_groups import describe
@@ -180,13 +181,6 @@ def _is_loopback(address):
         return False
 
 
-def _target(address, port):
-    address = str(address).strip()
-    if ':' in address and not address.startswith('['):
-        address = '[%s]' % address
-    return '%s:%d' % (address, int(port))
-
-
 def file_sd_targets(hosts):
     """``hosts``: one dict per host: ``host``, ``address`` (how Prometheus reaches the host, e.g.
     ``ansible_host``), ``model``, ``vllm_host``, ``vllm_port``, ``lmcache_http_host``, ``lmcache_http_port``,
@@ -224,7 +218,7 @@ def file_sd_targets(hosts):
             labels.update(dict((str(k), str(v)) for k, v in (item.get('labels') or {}).items()))
             if service == 'vllm':
                 labels.update(_plan_labels(item))
-            groups.append({'targets': [_target(scrape, port)], 'labels': labels})
+            groups.append({'targets': [addresses.host_port(scrape, int(port))], 'labels': labels})
     return {'targets': groups, 'skipped': skipped}
 
 

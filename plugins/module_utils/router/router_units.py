@@ -128,9 +128,9 @@ def instance(cfg, v, venv, entry, knobs):
     return {'group': entry['group'], 'service_name': name, 'unit_path': '%s/%s.service' % (UNIT_DIR, name),
             'policy': entry['policy'], 'port': entry['port'], 'metrics_port': entry['metrics_port'],
             'listen': '%s:%d' % (addresses.url_host(bind), entry['port']),
-            'url': 'http://%s' % addresses.host_port(addresses.url_host(bind), entry['port']),
+            'url': 'http://%s' % addresses.host_port(addresses.local_address(bind), entry['port']),
             'metrics_url': 'http://%s/metrics' % addresses.host_port(
-                addresses.url_host(str(cfg.get('vllm_router_metrics_bind'))), entry['metrics_port']),
+                addresses.local_address(str(cfg.get('vllm_router_metrics_bind'))), entry['metrics_port']),
             'workers': entry['worker_list'], 'argv': command, 'start_timeout': start_timeout,
             'drain_timeout': as_int(cfg.get('vllm_router_drain_timeout')) or 0,
             'unit_lines': unit_lines(v, name, entry['group'], command, start_timeout)}

@@ -45,8 +45,7 @@ def url_host(host):
     text = str(host or '').strip()
     if is_wildcard(text):
         text = '::1' if ':' in text else '127.0.0.1'
-    text = text.strip('[]')
-    return '[%s]' % text if ':' in text else text
+    return _bracketed(text)
 
 
 def local_address(host):
@@ -61,6 +60,12 @@ def remote_address(host, host_address):
 
 
 def host_port(host, port):
-    """``host:port`` as a URL or a listen address writes it (an IPv6 address in brackets); no wildcard translation."""
-    text = str(host).strip().strip('[]')
-    return '[%s]:%d' % (text, port) if ':' in text else '%s:%d' % (text, port)
+    """``host:port`` as a URL, a listen address or a scrape target writes it (an IPv6 address in brackets); no
+    wildcard translation: pass :func:`local_address` or :func:`remote_address` of a bind to dial it."""
+    return '%s:%s' % (_bracketed(str(host).strip()), port)
+
+
+def _bracketed(text):
+    """An address as a URL writes it: an IPv6 address in brackets, once."""
+    text = text.strip('[]')
+    return '[%s]' % text if ':' in text else text

@@ -26,7 +26,7 @@ __metaclass__ = type
 import json
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.gpu_facts import gpu_facts
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.addresses import local_address
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.addresses import host_port, local_address
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status.versions import versions_argv
 
 UNIT_PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'UnitFileState', 'MainPID', 'ActiveEnterTimestamp',
@@ -42,10 +42,7 @@ def unit_name(service):
 
 def url(bind_host, port, path):
     """Where a local client reaches ``path`` of a server bound to ``bind_host`` (wildcards -> loopback)."""
-    host = local_address(bind_host)
-    if ':' in host:
-        host = '[%s]' % host
-    return 'http://%s:%d%s' % (host, int(port), path)
+    return 'http://%s%s' % (host_port(local_address(bind_host), int(port)), path)
 
 
 def unit_names(p):
