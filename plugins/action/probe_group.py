@@ -17,7 +17,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import har
 from ansible_collections.lmcache_vllm.fleet.plugins.modules.probe_group import ARGUMENT_SPEC
 
 # The facts of a host that the take step reads (its own and its canary's).
-TAKEN_FROM = ('vllm_block_size', 'vllm_block_size_probe', '__vllm_server_probe_inputs', '__vllm_server_mamba_blocks')
+TAKEN_FROM = ('vllm_block_size', 'vllm_block_size_probe', '__vllm_server_probe_inputs', 'vllm_mamba_blocks')
 
 
 def _facts(variables):

@@ -5,8 +5,6 @@
 
 from __future__ import annotations
 
-import json
-
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import mamba_clamp
 
 
@@ -27,39 +25,11 @@ def group_mamba_blocks(own, probe, canary_blocks, canary_inputs, own_inputs, gro
     return mamba_clamp.group_blocks(own, probe, canary_blocks, canary_inputs, own_inputs, group)
 
 
-def mamba_refusal(text):
-    """vLLM's refusal ``max_num_seqs (X) exceeds available Mamba cache blocks (M)`` parsed from a log
-    (``{'max_num_seqs', 'mamba_cache_blocks'}``), or null."""
-    if isinstance(text, (list, tuple)):
-        text = '\n'.join(str(line) for line in text)
-    return mamba_clamp.parse_refusal(text)
-
-
-def mamba_cache_key(fingerprint, inputs):
-    """The key a reported M is cached under: the probe fingerprint plus the plan's ``derived.mamba_inputs``."""
-    return mamba_clamp.cache_key_of(fingerprint, inputs)
-
-
-def mamba_cached_blocks(record, key):
-    """``{'mamba_cache_blocks': M, 'source': 'cached'}`` from a cache record (a mapping or its JSON) whose key
-    matches, else null."""
-    if isinstance(record, str):
-        try:
-            record = json.loads(record)
-        except ValueError:
-            return None
-    blocks = mamba_clamp.cached_blocks(record, key)
-    return None if blocks is None else {'mamba_cache_blocks': blocks, 'source': 'cached'}
-
-
 class FilterModule:
     """lmcache_vllm.fleet Mamba cache filters."""
 
     def filters(self):
         return {
             'predicted_mamba_blocks': predicted_mamba_blocks,
-            'mamba_refusal': mamba_refusal,
-            'mamba_cache_key': mamba_cache_key,
-            'mamba_cached_blocks': mamba_cached_blocks,
             'group_mamba_blocks': group_mamba_blocks,
         }

@@ -331,6 +331,24 @@ options:
       canary:
         description: The group's host whose probe gave the N (for the messages).
         type: str
+  mamba_inputs:
+    description:
+      - The inputs that change the Mamba cache blocks M beside RV(service_fingerprint) (the host plan's
+        C(derived.mamba_inputs): memory utilization, maximum model length, KV and Mamba cache dtypes). With it, an
+        answer with an N also returns the M vLLM reported for these inputs before (RV(mamba_blocks), fact
+        C(vllm_mamba_blocks), source V(cached)), when the cache holds one.
+    type: dict
+  mamba_refusal:
+    description:
+      - Record vLLM's refusal to start O(service_name) instead of answering with N (deploy.yml, when the service
+        failed to start). The last 400 lines of the unit's journal are searched for
+        C(max_num_seqs (X\) exceeds available Mamba cache blocks (M\)); found, M is cached in O(cache_path) under
+        RV(service_fingerprint) and O(mamba_inputs) (the section C(mamba_blocks), beside the entries of N) and
+        returned (RV(mamba_refusal), RV(mamba_blocks) with source V(refusal), fact C(vllm_mamba_blocks)); not
+        found, RV(mamba_refusal) is null and nothing changes. Launches nothing.
+      - Requires O(service_name) and O(mamba_inputs).
+    type: bool
+    default: false
 notes:
   - Supports check mode. In check mode only the cache (and with O(service_name) the unit's journal)
     is read; no vLLM is launched and the cache file is not written. Without a value the task is
@@ -628,16 +646,34 @@ confirmation:
     source:
       description: Where this host's own N came from (RV(source)).
       type: str
+mamba_refusal:
+  description: vLLM's refusal found in the journal (null when none).
+  returned: with O(mamba_refusal)
+  type: dict
+  contains:
+    max_num_seqs:
+      description: The C(--max-num-seqs) vLLM refused.
+      type: int
+    mamba_cache_blocks:
+      description: The Mamba cache blocks M vLLM could allocate.
+      type: int
+mamba_blocks:
+  description: M for O(mamba_inputs), C({mamba_cache_blocks, source}) with source V(cached) or V(refusal).
+  returned: with O(mamba_inputs), when an M is cached for these inputs or was just reported
+  type: dict
 ansible_facts:
   description: Facts set by the module.
   returned: unless skipped in check mode or with O(expected)
   type: dict
   contains:
     vllm_block_size:
-      description: N.
+      description: N (not with O(mamba_refusal)).
       type: int
     vllm_block_size_probe:
-      description: The whole result.
+      description: The whole result (not with O(mamba_refusal)).
+      type: dict
+    vllm_mamba_blocks:
+      description: RV(mamba_blocks), when there is one.
       type: dict
 """
 
@@ -683,6 +719,8 @@ def argument_spec():
         service_fingerprint_file=dict(type="path"),
         compute_only=dict(type="bool", default=False),
         launch=dict(type="bool", default=True),
+        mamba_inputs=dict(type="dict"),
+        mamba_refusal=dict(type="bool", default=False),
         expected=dict(type="dict", options=dict(
             block_size=dict(type="int", required=True),
             host=dict(type="str"),
@@ -693,7 +731,8 @@ def argument_spec():
 
 
 def main():
-    run_module(AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True))
+    run_module(AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
+                             required_if=[("mamba_refusal", True, ("service_name", "mamba_inputs"))]))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ description:
   - With O(step=take) a host of a group that has no N of its own takes its canary's (C(vllm_block_size) and
     C(vllm_block_size_probe) with source C(group), the group, the canary and the host's own fingerprints), and the
     Mamba cache blocks M its canary reported when the inputs that change M are the canary's
-    (C(__vllm_server_mamba_blocks)). Reads the fact C(__vllm_server_probe_group), this host's group.
+    (C(vllm_mamba_blocks)). Reads the fact C(__vllm_server_probe_group), this host's group.
   - The role C(lmcache_vllm.fleet.vllm_server)'s C(probe) entry point uses it (deploy.yml's stage 2), and
     C(deploy.yml) again in stage 4 for M, which the canary's first start may just have reported.
 author:

@@ -81,15 +81,10 @@ options:
     description: The file beside the unit that records the inputs the vLLM unit runs with.
     type: path
     default: /etc/lmcache-vllm-fleet/vllm.fingerprint
-  mamba_cache_path:
-    description: >-
-      The file beside the vLLM unit where the vLLM role caches the Mamba cache blocks M that vLLM reported
-      when it refused C(--max-num-seqs) (the host plan's C(vllm.mamba_cache_path)). Not read when unset.
-    type: path
   mamba_inputs:
     description: >-
       The inputs that change M (the host plan's C(derived.mamba_inputs)); with the recorded fingerprint they
-      make the key a cached M must carry to apply to the running unit.
+      make the key under which the probe's cache (O(cache_path)) holds an M vLLM reported for the running unit.
     type: dict
   device:
     description: C(vllm_server_device); decides the memory variable a journal explanation names.
@@ -261,7 +256,7 @@ block_size:
 mamba:
   description: >-
     The Mamba cache blocks M of the running vLLM, null when unknown: V(refusal) (the M vLLM reported when it
-    refused C(--max-num-seqs), cached beside the unit for the running unit's inputs) or V(metric)
+    refused C(--max-num-seqs), cached in the probe's cache for the running unit's inputs) or V(metric)
     (C(num_gpu_blocks) of the running vLLM's cache metric).
   returned: always
   type: dict
@@ -363,7 +358,6 @@ ARGUMENT_SPEC = dict(
     lmcache_venv=dict(type='path', default='/opt/lmcache/venv'),
     cache_path=dict(type='path', default='/etc/ansible/facts.d/vllm_block_size.fact'),
     fingerprint_file=dict(type='path', default='/etc/lmcache-vllm-fleet/vllm.fingerprint'),
-    mamba_cache_path=dict(type='path'),
     mamba_inputs=dict(type='dict'),
     device=dict(type='str', default='cuda'),
     model=dict(type='str'),

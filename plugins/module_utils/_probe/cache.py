@@ -5,7 +5,10 @@
 ``service_status`` both read it here).
 
 The file is a JSON mapping ``{fingerprint: entry}`` under ``facts.d``; each entry holds the keys of
-:data:`CACHED_KEYS` and ``schema``. It is written atomically, and opened only through probe_trust.
+:data:`CACHED_KEYS` and ``schema``. Beside the entries, the section :data:`MAMBA_SECTION` holds the Mamba cache
+blocks M vLLM reported when it refused ``--max-num-seqs`` (``{key: record}``, the key of
+``mamba_clamp.cache_key_of``: the service fingerprint plus the inputs that change M). It is written atomically,
+and opened only through probe_trust.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,6 +31,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.prob
     open_trusted,
     trusted_uids,
 )
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.mamba_clamp import MAMBA_SECTION
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.redact import redact
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.errors import (
     CacheFileError,
@@ -41,6 +45,8 @@ CACHED_KEYS = ("vllm_block_size", "outcome", "reason", "vllm_version", "platform
                "probe_mode", "shrink_reason", "probed_at", "probe_elapsed_s", "journal", "launcher",
                "launch_cmd", "line_elapsed_s", "hardware", "user")
 CACHE_SCHEMA = 2
+# how many records of the Mamba cache blocks M vLLM reported the section MAMBA_SECTION keeps
+MAMBA_KEEP = 20
 
 
 def validate_entry(fingerprint, entry, fingerprint_version=None, compute=None):
@@ -122,6 +128,42 @@ def status_entries(text):
     return dict((k, v) for k, v in data.items() if isinstance(v, dict) and "vllm_block_size" in v)
 
 
+def mamba_record_problem(record):
+    """None when ``record`` is a usable M record (``mamba_cache_blocks`` a non-negative integer), else why."""
+    if not isinstance(record, dict):
+        return "is not a mapping"
+    blocks = record.get("mamba_cache_blocks")
+    if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 0:
+        return "has mamba_cache_blocks=%r, not a non-negative integer" % (blocks,)
+    return None
+
+
+def mamba_records(data):
+    """The valid M records of a cache file's raw mapping (``{key: record}``); {} when it has none."""
+    section = data.get(MAMBA_SECTION) if isinstance(data, dict) else None
+    if not isinstance(section, dict):
+        return {}
+    return dict((k, v) for k, v in section.items() if mamba_record_problem(v) is None)
+
+
+def status_mamba(text):
+    """The M records of a cache file's text, for the status report: {} for an unreadable file."""
+    try:
+        return mamba_records(parse(text))
+    except CacheFileError:
+        return {}
+
+
+def _read_or_warn(path, uids, warnings):
+    """The raw mapping of the cache file, {} (with a warning) when it cannot be read or parsed."""
+    try:
+        return read_cache_file(path, uids)
+    except CacheFileError as e:
+        if warnings is not None:
+            warnings.append("%s; ignored, the host is probed again and the file rewritten" % e)
+        return {}
+
+
 def load_cache(path, fingerprint_version=None, compute=None, warnings=None, uids=None):
     """{fingerprint: entry} of the valid entries of the cache file.
 
@@ -129,14 +171,15 @@ def load_cache(path, fingerprint_version=None, compute=None, warnings=None, uids
     :func:`validate_entry` refuses (other than stale ones) is left out; both add a sentence to
     ``warnings`` (a list) when given. Stale entries are kept out silently. An untrusted file raises
     UntrustedPath (it is neither read nor overwritten)."""
-    try:
-        data = read_cache_file(path, uids)
-    except CacheFileError as e:
-        if warnings is not None:
-            warnings.append("%s; ignored, the host is probed again and the file rewritten" % e)
-        return {}
+    return valid_entries(_read_or_warn(path, uids, warnings), path, fingerprint_version, compute, warnings)
+
+
+def valid_entries(data, path, fingerprint_version=None, compute=None, warnings=None):
+    """{fingerprint: entry} of a cache file's raw mapping (``load_cache``), its M section left out."""
     out = {}
     for key, entry in data.items():
+        if key == MAMBA_SECTION:
+            continue
         why = validate_entry(key, entry, fingerprint_version, compute)
         if why is None:
             out[key] = entry
@@ -146,20 +189,24 @@ def load_cache(path, fingerprint_version=None, compute=None, warnings=None, uids
     return out
 
 
-def store_cache(path, cache, fingerprint, entry, keep=20, mover=None, uids=None):
-    """Add entry under fingerprint (with ``schema``), keep the newest ``keep`` entries, write the
+def store_cache(path, cache, fingerprint, entry, keep=20, mover=None, uids=None, mamba=None):
+    """Add entry under fingerprint (with ``schema``; no entry when ``fingerprint`` is None), keep the newest
+    ``keep`` entries and the M records ``mamba`` (the section :data:`MAMBA_SECTION`, when given), write the
     file atomically: a temporary file in the same directory, fsynced, then moved over the old one
     by ``mover(src, dest)`` (``AnsibleModule.atomic_move``, which keeps the file's owner and
     SELinux context) or ``os.rename``. Mode 0644, parents created 0755. The directory chain and an
     existing file must be trusted (probe_trust), else UntrustedPath. Returns the new cache."""
     new = copy.deepcopy(cache)
-    entry = dict(entry)
-    entry["schema"] = CACHE_SCHEMA
-    new[fingerprint] = entry
+    if fingerprint is not None:
+        new[fingerprint] = dict(entry, schema=CACHE_SCHEMA)
     if keep and len(new) > keep:
         ordered = sorted(new.items(), key=lambda kv: kv[1].get("probed_at", ""), reverse=True)
         keep_keys = set(k for k, _v in ordered[:keep]) | {fingerprint}
         new = dict((k, v) for k, v in new.items() if k in keep_keys)
+    written = new
+    if mamba:
+        newest = sorted(mamba.items(), key=lambda kv: kv[1].get("reported_at", ""), reverse=True)[:MAMBA_KEEP]
+        written = dict(new, **{MAMBA_SECTION: dict(newest)})
     parent = os.path.dirname(os.path.abspath(path))
     uids = uids or trusted_uids()
     make_dirs(parent, uids)
@@ -170,7 +217,7 @@ def store_cache(path, cache, fingerprint, entry, keep=20, mover=None, uids=None)
     fd, tmp = tempfile.mkstemp(prefix=".vllm_block_size.", dir=parent)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(new, f, indent=2, sort_keys=True)
+            json.dump(written, f, indent=2, sort_keys=True)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
@@ -247,16 +294,17 @@ class ProbeCache(object):
         self.path, self.uids, self.keep, self.mover = path, uids, keep, mover
         self.warn = warn or (lambda msg: None)
         self.fingerprint_version, self.compute = fingerprint_version, compute
-        self.entries = {}
+        self.entries, self.mamba = {}, {}
 
     def load(self):
         """Read the valid entries; returns the warnings (also passed to ``warn``)."""
         warnings = []
         try:
-            self.entries = load_cache(self.path, fingerprint_version=self.fingerprint_version,
-                                      compute=self.compute, warnings=warnings, uids=self.uids)
+            data = _read_or_warn(self.path, self.uids, warnings)
         except UntrustedPath as e:
             raise ProbeFailed("refusing the cache: %s" % e)
+        self.entries = valid_entries(data, self.path, self.fingerprint_version, self.compute, warnings)
+        self.mamba = mamba_records(data)
         for w in warnings:
             self.warn(w)
         return warnings
@@ -282,9 +330,17 @@ class ProbeCache(object):
     def store(self, entry):
         """Store ``entry`` (its CACHED_KEYS, redacted) under its fingerprint. True when written."""
         cache_entry = redact(dict((k, entry[k]) for k in CACHED_KEYS if k in entry))
+        return self._write(entry["fingerprint"], cache_entry)
+
+    def store_mamba(self, key, record):
+        """Store an M record (``mamba_cache_blocks`` ...) under ``key`` (the entries stay). True when written."""
+        self.mamba = dict(self.mamba, **{key: dict(record)})
+        return self._write(None, None)
+
+    def _write(self, fingerprint, cache_entry):
         try:
-            self.entries = store_cache(self.path, self.entries, entry["fingerprint"], cache_entry,
-                                       keep=self.keep, mover=self.mover, uids=self.uids)
+            self.entries = store_cache(self.path, self.entries, fingerprint, cache_entry, keep=self.keep,
+                                       mover=self.mover, uids=self.uids, mamba=self.mamba)
             return True
         except UntrustedPath as e:
             raise ProbeFailed("refusing to write the cache: %s" % e)

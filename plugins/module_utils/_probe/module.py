@@ -2,7 +2,8 @@
 # Copyright: (c) 2026, lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """``run_module`` of ``block_size_probe``: the request, the sources in order, the first answer, one finish (with
-``expected``: the answer compared with the expected N). Any ProbeFailed ends in the one failure path."""
+``expected``: the answer compared with the expected N; with ``mamba_refusal``: the refusal's M recorded instead).
+Any ProbeFailed ends in the one failure path."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,8 +14,9 @@ import time
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.redact import redact, redact_text
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.confirm import confirmation
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.errors import ProbeFailed
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import mamba
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.request import build_request
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.sources import first_answer
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.sources import cache_held, first_answer, utcnow
 
 
 def run_module(module):
@@ -25,12 +27,16 @@ def run_module(module):
     base = {"changed": False, "cache_file": module.params["cache_path"]}
     try:
         req = build_request(module, base)
+        if module.params["mamba_refusal"] and not req.early:
+            with cache_held(req):
+                finish(module, mamba.from_refusal(req, utcnow), started)
         answer = req.early or first_answer(req)
     except ProbeFailed as e:
         fail(module, base, e, started)
     if module.params["expected"]:
         confirm(module, req, answer, started)
-    finish(module, answer, started)
+    blocks = mamba.cached(req) if answer and "vllm_block_size" in answer else None
+    finish(module, dict(answer, mamba_blocks=blocks) if blocks else answer, started)
 
 
 def confirm(module, req, answer, started):
@@ -44,11 +50,14 @@ def confirm(module, req, answer, started):
 
 
 def finish(module, answer, started):
-    """The one exit with an answer: N with its facts, or a run that read or launched nothing."""
+    """The one exit with an answer: N with its facts (and M, ``vllm_mamba_blocks``, when one is cached or was just
+    reported), or a run that read or launched nothing."""
     res = redact(dict(answer, elapsed_s=round(time.time() - started, 3)))
+    facts = {"vllm_mamba_blocks": res["mamba_blocks"]} if res.get("mamba_blocks") else {}
     if "vllm_block_size" in res:
-        module.exit_json(ansible_facts={"vllm_block_size": res["vllm_block_size"], "vllm_block_size_probe": dict(res)},
-                         **res)
+        facts.update(vllm_block_size=res["vllm_block_size"], vllm_block_size_probe=dict(res))
+    if facts:
+        module.exit_json(ansible_facts=facts, **res)
     if res.get("skipped"):
         module.exit_json(msg=res["reason"], **res)
     module.exit_json(**res)

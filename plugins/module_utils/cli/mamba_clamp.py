@@ -46,6 +46,8 @@ import re
 GIB = 1 << 30
 MIB = 1 << 20
 
+# The probe cache's section of the M vLLM reported in a refusal ({cache_key_of: record}; _probe/cache.py).
+MAMBA_SECTION = 'mamba_blocks'
 REFUSAL_RE = re.compile(r'max_num_seqs \((?P<seqs>\d+)\) exceeds available Mamba cache blocks \((?P<blocks>\d+)\)')
 
 # vLLM's own default --gpu-memory-utilization.
@@ -357,34 +359,30 @@ def cache_key_of(fingerprint, inputs):
                      inputs.get('kv_cache_dtype'), inputs.get('mamba_cache_dtype'), inputs.get('mamba_ssm_cache_dtype'))
 
 
-def running_blocks(record, fingerprint, inputs, live_blocks=None):
+def running_blocks(records, fingerprint, inputs, live_blocks=None):
     """M of a running host for its status: ``{'mamba_cache_blocks', 'source', 'detail'}``. The M vLLM
-    reported in a refusal (the record the vLLM role caches beside the unit) when its key matches the
-    unit's recorded fingerprint and the plan's ``mamba_inputs`` (source ``refusal``), else the running
+    reported in a refusal (``records``: the probe cache's M records, ``{key: record}``) when one is cached for
+    the unit's recorded fingerprint and the plan's ``mamba_inputs`` (source ``refusal``), else the running
     vLLM's own block count (``num_gpu_blocks`` of its cache metric, source ``metric``), else None."""
-    if isinstance(record, str):
-        try:
-            record = json.loads(record) if record.strip() else None
-        except ValueError:
-            record = None
-    blocks = cached_blocks(record, cache_key_of(fingerprint, inputs)) if fingerprint else None
+    key = cache_key_of(fingerprint, inputs) if fingerprint else None
+    blocks = cached_blocks(records, key) if key else None
     if blocks is not None:
-        refused = record.get('refused_max_num_seqs')
+        refused = records[key].get('refused_max_num_seqs')
         return {'mamba_cache_blocks': blocks, 'source': 'refusal', 'refused_max_num_seqs': refused,
-                'detail': 'vLLM refused max_num_seqs %s with M=%d for the running unit\'s inputs (cached beside '
-                          'the unit)' % (refused if refused is not None else '?', blocks)}
+                'detail': 'vLLM refused max_num_seqs %s with M=%d for the running unit\'s inputs (cached in the '
+                          'probe cache)' % (refused if refused is not None else '?', blocks)}
     if isinstance(live_blocks, int) and not isinstance(live_blocks, bool):
-        stale = ' (a cached refusal is for other inputs)' if isinstance(record, dict) else ''
+        stale = ' (a cached refusal is for other inputs)' if records else ''
         return {'mamba_cache_blocks': live_blocks, 'source': 'metric',
                 'detail': "num_gpu_blocks of the running vLLM's cache metric%s" % stale}
     return None
 
 
-def cached_blocks(record, key):
-    """M from a cache record ``{'key', 'mamba_cache_blocks', ...}`` when its key matches, else None."""
-    if not isinstance(record, dict) or record.get('key') != key:
-        return None
-    value = record.get('mamba_cache_blocks')
+def cached_blocks(records, key):
+    """M of the record under ``key`` in ``records`` (the probe cache's M records ``{key: {'mamba_cache_blocks',
+    ...}}``), else None."""
+    record = records.get(key) if isinstance(records, dict) else None
+    value = record.get('mamba_cache_blocks') if isinstance(record, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 

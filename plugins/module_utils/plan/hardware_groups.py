@@ -98,10 +98,10 @@ def describe(group):
 
 def take_from_canary(host, group, own, canary):
     """The facts a host of ``group`` takes from its canary: ``{'vllm_block_size', 'vllm_block_size_probe'}`` when it
-    has no N of its own and the canary has one, and ``__vllm_server_mamba_blocks`` when ``mamba_clamp.group_blocks``
+    has no N of its own and the canary has one, and ``vllm_mamba_blocks`` when ``mamba_clamp.group_blocks``
     gives it the canary's M (or keeps an M the host was given before). ``own`` and ``canary``: each host's
     ``vllm_block_size``, ``vllm_block_size_probe``, ``__vllm_server_probe_inputs`` (the probe's inputs, read without
-    launching), ``__vllm_server_mamba_blocks`` and ``mamba_inputs`` (its plan's ``derived.mamba_inputs``)."""
+    launching), ``vllm_mamba_blocks`` and ``mamba_inputs`` (its plan's ``derived.mamba_inputs``)."""
     facts, probe = {}, own.get('vllm_block_size_probe')
     if own.get('vllm_block_size') is None and host != group['canary'] and canary.get('vllm_block_size') is not None:
         inputs = own.get('__vllm_server_probe_inputs') or {}
@@ -109,10 +109,10 @@ def take_from_canary(host, group, own, canary):
                      canary=group['canary'], fingerprint=inputs.get('fingerprint'),
                      service_fingerprint=inputs.get('service_fingerprint'), inputs=inputs.get('inputs'))
         facts.update(vllm_block_size=canary['vllm_block_size'], vllm_block_size_probe=probe)
-    blocks = group_blocks(own.get('__vllm_server_mamba_blocks'), probe, canary.get('__vllm_server_mamba_blocks'),
+    blocks = group_blocks(own.get('vllm_mamba_blocks'), probe, canary.get('vllm_mamba_blocks'),
                           canary.get('mamba_inputs'), own.get('mamba_inputs'), group)
     if blocks is not None:
-        facts['__vllm_server_mamba_blocks'] = blocks
+        facts['vllm_mamba_blocks'] = blocks
     return facts
 
 

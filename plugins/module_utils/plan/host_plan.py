@@ -147,7 +147,7 @@ def _assemble(p, c, v, derived, n_inputs, expected, services):
         'kv_pool': kv_pool.shown(v.get('kv')),
         'lmcache': lm,
         'vllm': vl,
-        'probe': _probe_arguments(c, v, n_inputs, vl),
+        'probe': _probe_arguments(c, v, n_inputs, vl, derived['mamba_inputs']),
         'files': _rollback_files(lm, vl),
         'services': _rollback_services(lm, vl),
         # What the deploy creates on the host (the fleet_ownership module claims it, remove.yml deletes it).
@@ -178,10 +178,11 @@ def _rollback_services(lm, vl):
     return [{'name': u['service_name'], 'unit_name': u['unit_name'], 'unit_path': u['unit_path']} for u in units]
 
 
-def _probe_arguments(c, v, n_inputs, vl):
+def _probe_arguments(c, v, n_inputs, vl, mamba_inputs):
     """The block_size_probe module's arguments, every one (the role passes them as the module's defaults): the
     production values that change N and the service's environment, its environment file's secrets included (the
-    probe runs as the service runs; ``public_view`` redacts them)."""
+    probe runs as the service runs; ``public_view`` redacts them), and the inputs that change M (the M vLLM
+    reported is cached with N)."""
     return {
         'model': v['model'],
         'revision': n_inputs['revision'],
@@ -195,6 +196,7 @@ def _probe_arguments(c, v, n_inputs, vl):
         'service_fingerprint_file': vl['fingerprint_path'],
         'user': c['vllm_server_user'],
         'group': c['vllm_server_group'],
+        'mamba_inputs': mamba_inputs,
     }
 
 

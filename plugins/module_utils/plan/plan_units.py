@@ -241,7 +241,6 @@ def _vllm_fields(c, derived, v):
         'hf_home': hf_home,
         'read_write_paths': [home] + ([hf_home] if not str(hf_home).startswith(str(home).rstrip('/') + '/') else []),
         'fingerprint_path': '%s/%s.fingerprint' % (config_dir, name),
-        'mamba_cache_path': '%s/%s.mamba-blocks.json' % (config_dir, name),
         'health_url': 'http://%s:%s/health' % (addresses.url_host(c['vllm_server_host']), c['vllm_server_port']),
         'metrics_url': 'http://%s:%s/metrics' % (addresses.url_host(c['vllm_server_host']), c['vllm_server_port']),
         'start_timeout': c['vllm_server_start_timeout'] or 0,

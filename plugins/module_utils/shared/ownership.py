@@ -97,7 +97,8 @@ UNIT_TYPE_SUFFIXES = ('.service', '.socket', '.device', '.mount', '.automount', 
                       '.timer', '.slice', '.scope')
 
 # When remove.yml deletes an entry of each kind: always, only when empty (shared directories), or only
-# with fleet_remove_caches / fleet_remove_models (both for the vLLM home).
+# with fleet_remove_caches / fleet_remove_models (both for the vLLM home). 'mamba_cache' is no longer claimed (M
+# lives in the probe's cache): the manifests of hosts deployed before still list that file, and remove.yml deletes it.
 REMOVE_WHEN = {
     'unit': 'always', 'env': 'always', 'file': 'always', 'data_dir': 'always', 'fingerprint': 'always', 'mamba_cache': 'always', 'venv': 'always',
     'backup_dir': 'always',
@@ -189,7 +190,6 @@ def candidates(lm, vl, backup_dir, probe_cache, manifest_path=MANIFEST_PATH):
                             unit=name))
     found += [
         _entry('fingerprint', vl['fingerprint_path'], 'vllm_server_config_dir', vl['config_dir'], 'vllm_server'),
-        _entry('mamba_cache', vl['mamba_cache_path'], 'vllm_server_config_dir', vl['config_dir'], 'vllm_server'),
         _entry('hf_home', vl['hf_home'], 'vllm_server_hf_home', vl['hf_home'], 'vllm_server', user=vl['user']),
         _entry('cache', '%s/cache' % vl['home'], 'vllm_server_home', vl['home'], 'vllm_server', user=vl['user']),
     ] + [
@@ -330,14 +330,20 @@ def _adoptable(entry, obs, context):
 
 def _probe_cache_text(text):
     """Whether ``text`` is the probe's cache: a non-empty JSON mapping of hexadecimal fingerprints to entries that
-    hold an N (any other root-owned JSON file at that path is not the collection's, so never deleted)."""
+    hold an N, and of at most one section of M records, each with ``mamba_cache_blocks`` (any other root-owned
+    JSON file at that path is not the collection's, so never deleted)."""
     try:
         data = json.loads(text)
     except ValueError:
         return False
-    return isinstance(data, dict) and bool(data) and all(
-        re.match(r'^[0-9a-f]{16,128}$', key) and isinstance(value, dict) and 'vllm_block_size' in value
-        for key, value in data.items())
+    if not isinstance(data, dict):
+        return False
+    entries = dict((k, v) for k, v in data.items() if re.match(r'^[0-9a-f]{16,128}$', k))
+    sections = [v for k, v in data.items() if k not in entries]
+    return bool(entries or any(sections)) and len(sections) <= 1 and all(
+        isinstance(value, dict) and 'vllm_block_size' in value for value in entries.values()) and all(
+        isinstance(section, dict) and all(isinstance(r, dict) and 'mamba_cache_blocks' in r for r in section.values())
+        for section in sections)
 
 
 def classify(host, entry, obs, manifest, context):

@@ -104,8 +104,7 @@ def gather(p, run, http_get, read_text, which):
     return {
         'units': dict((key, _show(run, unit)) for key, unit in unit_names(p).items()),
         'http': dict((key, _get(http_get, address, timeout)) for key, address in endpoints(p).items()),
-        'files': {'fingerprint': read_text(p['fingerprint_file']), 'cache': read_text(p['cache_path']),
-                  'mamba': read_text(p['mamba_cache_path']) if p.get('mamba_cache_path') else None},
+        'files': {'fingerprint': read_text(p['fingerprint_file']), 'cache': read_text(p['cache_path'])},
         'versions': dict((key, _versions(run, venvs[key].rstrip('/') + '/bin/python', names))
                          for key, names in VENV_DISTRIBUTIONS.items()),
         'gpus': gpu_facts(run, which(p.get('nvidia_smi') or 'nvidia-smi')) if p.get('gpus', True) else None,

@@ -41,7 +41,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.jour
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.mamba_clamp import running_blocks
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status.prometheus_text import lmcache_summary, vllm_summary
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status.service_gather import gather, journals
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import status_entries
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import status_entries, status_mamba
 
 FAILED_STATES = ('failed',)
 _N_IN_DESCRIPTION_RE = re.compile(r'\bN=(\d+)\b')
@@ -176,7 +176,8 @@ def explain(params, raw, texts):
                'vllm': dict(_endpoint(raw['http']['vllm_metrics']), **vllm_summary(_body(raw['http']['vllm_metrics']) or ''))}
     fingerprint, n = _fingerprint_and_n(raw, services)
     n['live'] = _live_block_size(p, raw, services, n, texts)
-    mamba = running_blocks(raw['files']['mamba'], fingerprint, p.get('mamba_inputs'), (n['live'] or {}).get('num_gpu_blocks'))
+    mamba = running_blocks(status_mamba(raw['files']['cache'] or ''), fingerprint, p.get('mamba_inputs'),
+                           (n['live'] or {}).get('num_gpu_blocks'))
     gpus = raw['gpus']
     if gpus is not None:
         gpus = dict(gpus, summary=memory_summary(gpus))

@@ -55,7 +55,7 @@ def _take(own, canary, group=None):
 
 def test_take_gives_a_host_without_n_the_canarys_n_with_its_own_fingerprints_and_the_canarys_m():
     canary = {'vllm_block_size': 544, 'vllm_block_size_probe': {'outcome': 'found', 'source': 'probe', 'fingerprint': 'x'},
-              '__vllm_server_mamba_blocks': {'mamba_cache_blocks': 604, 'source': 'refusal'},
+              'vllm_mamba_blocks': {'mamba_cache_blocks': 604, 'source': 'refusal'},
               '__vllm_server_plan': {'derived': {'mamba_inputs': M_INPUTS}}}
     own = {'__vllm_server_probe_inputs': probe_inputs('GPU-b'), '__vllm_server_plan': {'derived': {'mamba_inputs': M_INPUTS}}}
     facts = _take(own, canary)['ansible_facts']
@@ -63,20 +63,20 @@ def test_take_gives_a_host_without_n_the_canarys_n_with_its_own_fingerprints_and
     assert facts['vllm_block_size'] == 544
     assert (probe['source'], probe['group'], probe['canary'], probe['changed']) == ('group', 'G1', 'a-1', False)
     assert (probe['fingerprint'], probe['service_fingerprint']) == ('fp-GPU-b', 'sfp-GPU-b')
-    assert facts['__vllm_server_mamba_blocks'] == {'mamba_cache_blocks': 604, 'source': 'refusal', 'group': 'G1',
+    assert facts['vllm_mamba_blocks'] == {'mamba_cache_blocks': 604, 'source': 'refusal', 'group': 'G1',
                                                    'canary': 'a-1'}
 
 
 def test_take_keeps_a_hosts_own_n_and_m_and_other_inputs_of_m():
     canary = {'vllm_block_size': 544, 'vllm_block_size_probe': {'source': 'probe'},
-              '__vllm_server_mamba_blocks': {'mamba_cache_blocks': 604, 'source': 'refusal'},
+              'vllm_mamba_blocks': {'mamba_cache_blocks': 604, 'source': 'refusal'},
               '__vllm_server_plan': {'derived': {'mamba_inputs': M_INPUTS}}}
     own_n = {'vllm_block_size': 560, 'vllm_block_size_probe': {'source': 'cache'}}
     assert _take(own_n, canary)['ansible_facts'] == {}
     other_m = {'__vllm_server_probe_inputs': probe_inputs('GPU-b'),
                '__vllm_server_plan': {'derived': {'mamba_inputs': dict(M_INPUTS, max_model_len=4096)}}}
     facts = _take(other_m, canary)['ansible_facts']
-    assert facts['vllm_block_size'] == 544 and '__vllm_server_mamba_blocks' not in facts
+    assert facts['vllm_block_size'] == 544 and 'vllm_mamba_blocks' not in facts
     # a canary whose probe failed gives nothing: the host probes on its own
     assert _take(other_m, {'vllm_block_size_probe': None})['taken'] == []
 

@@ -50,23 +50,6 @@ def test_predicted_mamba_blocks_never_fails():
     assert broken['mamba_cache_blocks'] is None and broken['problem'].startswith('cannot predict')
 
 
-def test_refusal_from_journal_lines():
-    lines = ['INFO starting', 'ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (604). Each ...']
-    assert mamba.mamba_refusal(lines) == {'max_num_seqs': 1024, 'mamba_cache_blocks': 604}
-    assert mamba.mamba_refusal('') is None
-
-
-def test_cache_round_trip_and_stale_inputs():
-    inputs = {'gpu_memory_utilization': 0.6, 'max_model_len': 16384, 'kv_cache_dtype': 'auto',
-              'mamba_cache_dtype': 'auto', 'mamba_ssm_cache_dtype': 'auto'}
-    key = mamba.mamba_cache_key('f' * 64, inputs)
-    record = json.dumps({'key': key, 'mamba_cache_blocks': 604})
-    assert mamba.mamba_cached_blocks(record, key) == {'mamba_cache_blocks': 604, 'source': 'cached'}
-    other = mamba.mamba_cache_key('f' * 64, dict(inputs, gpu_memory_utilization=0.5))
-    assert mamba.mamba_cached_blocks(record, other) is None
-    assert mamba.mamba_cached_blocks('not json', key) is None
-
-
 def test_readback_filters():
     metric = 'vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="9"} 1.0\n'
     journal = ['INFO 12-01 09:54:39 [interface.py:773] Setting attention block size to 544 tokens to ensure that attention '

@@ -167,7 +167,11 @@ def test_fingerprint_probe_cache_and_backups_are_adopted_only_beside_a_collectio
     hexed = dict(FILE_ROOT, head='ab' * 32 + '\n')
     facts = dict(FILE_ROOT, head=json.dumps({'ab' * 32: {'vllm_block_size': 544, 'schema': 2}}))
     copies = dict(DIR_ROOT, entries=['vllm.service', 'vllm.env'])
-    for item, obs in ((fingerprint, hexed), (cache, facts), (backups, copies)):
+    # the probe cache with its section of the M vLLM reported (block_size_probe, option mamba_refusal), or that alone
+    m_records = {'mamba_blocks': {'cd' * 32: {'mamba_cache_blocks': 6, 'refused_max_num_seqs': 256}}}
+    with_m = dict(FILE_ROOT, head=json.dumps(dict({'ab' * 32: {'vllm_block_size': 544, 'schema': 2}}, **m_records)))
+    only_m = dict(FILE_ROOT, head=json.dumps(m_records))
+    for item, obs in ((fingerprint, hexed), (cache, facts), (cache, with_m), (cache, only_m), (backups, copies)):
         assert classify(item, obs)[0] == 'foreign', item
         assert classify(item, obs, legacy_host=True, backup_names=['vllm.service', 'vllm.env'])[0] == 'adopt', item
     assert classify(backups, dict(copies, entries=['vllm.service', 'notes.txt']), legacy_host=True,
@@ -175,7 +179,9 @@ def test_fingerprint_probe_cache_and_backups_are_adopted_only_beside_a_collectio
 
 
 @pytest.mark.parametrize('text', [json.dumps({'entries': {}}), json.dumps({}), json.dumps({'ab' * 32: {'x': 1}}),
-                                  json.dumps({'not-a-fingerprint': {'vllm_block_size': 544}})])
+                                  json.dumps({'not-a-fingerprint': {'vllm_block_size': 544}}),
+                                  json.dumps({'ab' * 32: {'vllm_block_size': 544}, 'mamba_blocks': {'k': {'x': 1}}}),
+                                  json.dumps({'ab' * 32: {'vllm_block_size': 544}, 'a': {}, 'b': {}})])
 def test_a_root_owned_json_file_that_is_not_the_probe_cache_is_never_adopted(text):
     status, problem = classify(entry_of('probe_cache'), dict(FILE_ROOT, head=text), legacy_host=True)
     assert status == 'foreign' and 'fleet_probe_cache_path=' in problem
@@ -308,7 +314,7 @@ def test_removal_keeps_caches_models_and_homes_unless_asked():
     kinds = dict((own.key_of(e), e['kind']) for e in plan()['ownership'])
     default = _removal()
     assert set(kinds[k] for k, _how in default) == {
-        'unit', 'env', 'fingerprint', 'mamba_cache', 'backup_dir', 'venv', 'venvs_dir', 'config_dir', 'backup_parent', 'user', 'group'}
+        'unit', 'env', 'fingerprint', 'backup_dir', 'venv', 'venvs_dir', 'config_dir', 'backup_parent', 'user', 'group'}
     assert set(kinds[k] for k, _h in _removal(remove_caches=True)) - set(kinds[k] for k, _h in default) == {
         'probe_cache', 'cache', 'lmcache_home'}
     assert set(kinds[k] for k, _h in _removal(remove_models=True)) - set(kinds[k] for k, _h in default) == {'hf_home'}

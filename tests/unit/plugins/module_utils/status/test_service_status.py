@@ -13,6 +13,7 @@ import pytest
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import service_gather as sg
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.status import service_status as ss
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import status_entries
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.mamba_clamp import MAMBA_SECTION, cache_key_of
 
 from service_host_double import ACTIVE, CACHE, DOUBLE, FP, PARAMS, VLLM_METRICS, Host
 
@@ -135,25 +136,32 @@ def test_unit_name_and_state():
     assert state['present'] is False and state['active_state'] == 'unknown' and state['restarts'] is None
 
 
-MAMBA_PATH = '/etc/lmcache-vllm-fleet/vllm.mamba-blocks.json'
 MAMBA_INPUTS = {'gpu_memory_utilization': 0.6, 'max_model_len': None, 'kv_cache_dtype': 'auto',
                 'mamba_cache_dtype': 'auto', 'mamba_ssm_cache_dtype': 'auto'}
 
 
+def _with_m_records(host, records):
+    """The probe cache of ``host`` with the M records ``records`` beside its entries (the section block_size_probe
+    writes after vLLM's refusal, option mamba_refusal)."""
+    cache = json.loads(host.files[PARAMS['cache_path']])
+    host.files[PARAMS['cache_path']] = json.dumps(dict(cache, **{MAMBA_SECTION: records}))
+
+
 def test_m_comes_from_a_refusal_cached_for_the_running_units_inputs():
-    """The record the vLLM role writes after a refusal (roles/vllm_server/tasks/service.yml), keyed by
-    the unit's recorded fingerprint and the plan's mamba_inputs."""
-    from ansible_collections.lmcache_vllm.fleet.plugins.filter.mamba import mamba_cache_key
+    """The record the probe module writes in its cache after a refusal, keyed by the unit's recorded fingerprint
+    and the plan's mamba_inputs; N still comes from the same file."""
     host = Host()
-    host.files[MAMBA_PATH] = json.dumps({'key': mamba_cache_key(FP, MAMBA_INPUTS), 'mamba_cache_blocks': 604,
-                                         'refused_max_num_seqs': 1024})
-    mamba = host.collect(mamba_cache_path=MAMBA_PATH, mamba_inputs=MAMBA_INPUTS)['mamba']
+    _with_m_records(host, {cache_key_of(FP, MAMBA_INPUTS): {'mamba_cache_blocks': 604, 'refused_max_num_seqs': 1024}})
+    status = host.collect(mamba_inputs=MAMBA_INPUTS)
+    mamba = status['mamba']
     assert (mamba['mamba_cache_blocks'], mamba['source'], mamba['refused_max_num_seqs']) == (604, 'refusal', 1024)
     assert 'refused max_num_seqs 1024 with M=604' in mamba['detail']
+    assert (status['block_size']['n'], status['block_size']['source']) == (784, 'probe')
     # other inputs (here the memory utilization): the refusal does not describe the running unit
     other = dict(MAMBA_INPUTS, gpu_memory_utilization=0.9)
-    assert host.collect(mamba_cache_path=MAMBA_PATH, mamba_inputs=other)['mamba'] is None
+    assert host.collect(mamba_inputs=other)['mamba'] is None
     # no record, or none asked for: M is unknown without the running vLLM's metric
+    assert Host().collect(mamba_inputs=MAMBA_INPUTS)['mamba'] is None
     assert host.collect()['mamba'] is None
 
 
@@ -161,8 +169,8 @@ def test_m_from_the_running_vllms_cache_metric():
     host = Host()
     host.http['http://127.0.0.1:8000/metrics'] = (200, VLLM_METRICS + (
         'vllm:cache_config_info{block_size="784",engine="0",mamba_cache_mode="align",num_gpu_blocks="604"} 1.0\n'))
-    host.files[MAMBA_PATH] = json.dumps({'key': 'stale', 'mamba_cache_blocks': 50})
-    mamba = host.collect(mamba_cache_path=MAMBA_PATH, mamba_inputs=MAMBA_INPUTS)['mamba']
+    _with_m_records(host, {'stale': {'mamba_cache_blocks': 50}})
+    mamba = host.collect(mamba_inputs=MAMBA_INPUTS)['mamba']
     assert (mamba['mamba_cache_blocks'], mamba['source']) == (604, 'metric')
     assert 'other inputs' in mamba['detail']
 
