@@ -334,7 +334,7 @@ options:
   mamba_inputs:
     description:
       - The inputs that change the Mamba cache blocks M beside RV(service_fingerprint) (the host plan's
-        C(derived.mamba_inputs): memory utilization, maximum model length, KV and Mamba cache dtypes). With it, an
+        C(derived.mamba_inputs) - memory utilization, maximum model length, KV and Mamba cache dtypes). With it, an
         answer with an N also returns the M vLLM reported for these inputs before (RV(mamba_blocks), fact
         C(vllm_mamba_blocks), source V(cached)), when the cache holds one.
     type: dict

@@ -20,9 +20,13 @@ import os
 import pytest
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import process
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.mamba_clamp import MAMBA_SECTION
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.cache import (
     CACHE_SCHEMA,
+    MAMBA_KEEP,
     load_cache,
+    mamba_records,
+    status_mamba,
     store_cache,
 )
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.launch import (
@@ -280,6 +284,26 @@ def test_cache_roundtrip_and_keep(tmp_path):
     with open(path, "w") as f:
         json.dump({"x": {"no": "n"}, "y": dict(cache["fp4"])}, f)
     assert list(load_cache(path)) == ["y"]
+
+
+def test_the_cache_keeps_the_m_records_beside_the_entries(tmp_path):
+    """The section of the M vLLM reported (block_size_probe, option mamba_refusal): never read as an entry of N,
+    kept when N is stored, its broken records dropped, its newest MAMBA_KEEP records kept."""
+    path = str(tmp_path / "c.fact")
+    entry = {"vllm_block_size": 1, "inputs": {"fingerprint_version": 2}, "probed_at": "2026-01-01T00:00:00Z"}
+    records = dict(("k%02d" % i, {"mamba_cache_blocks": i, "reported_at": "2026-01-01T00:00:%02dZ" % i})
+                   for i in range(MAMBA_KEEP + 2))
+    records["broken"] = {"mamba_cache_blocks": "six"}
+    cache = store_cache(path, {}, "fp", entry, mamba=mamba_records({MAMBA_SECTION: records}))
+    assert list(cache) == ["fp"] and list(load_cache(path)) == ["fp"]
+    with open(path) as f:
+        kept = mamba_records(json.load(f))
+    assert sorted(kept) == ["k%02d" % i for i in range(2, MAMBA_KEEP + 2)]
+    store_cache(path, cache, "fp2", dict(entry, vllm_block_size=2), mamba=kept)
+    with open(path) as f:
+        data = json.load(f)
+    assert sorted(load_cache(path)) == ["fp", "fp2"] and mamba_records(data) == kept
+    assert status_mamba(json.dumps(data)) == kept and status_mamba("not json") == {}
 
 
 def test_kill_session_noop_for_unknown_sid():

@@ -168,8 +168,11 @@ def test_cache_key_changes_with_each_input():
         changed = list(base)
         changed[i] = other
         assert mamba_clamp.cache_key(*changed) != key
-    assert mamba_clamp.cached_blocks({'key': key, 'mamba_cache_blocks': 604}, key) == 604
-    assert mamba_clamp.cached_blocks({'key': 'x', 'mamba_cache_blocks': 604}, key) is None
+    # the probe cache's M records, {key: record}
+    assert mamba_clamp.cached_blocks({key: {'mamba_cache_blocks': 604}}, key) == 604
+    assert mamba_clamp.cached_blocks({'x': {'mamba_cache_blocks': 604}}, key) is None
+    for broken in ({key: {'mamba_cache_blocks': True}}, {key: {'mamba_cache_blocks': -1}}, {key: 604}, None, 'text'):
+        assert mamba_clamp.cached_blocks(broken, key) is None
 
 
 def _plan(big, **overrides):
