@@ -64,7 +64,7 @@ def test_take_gives_a_host_without_n_the_canarys_n_with_its_own_fingerprints_and
     assert (probe['source'], probe['group'], probe['canary'], probe['changed']) == ('group', 'G1', 'a-1', False)
     assert (probe['fingerprint'], probe['service_fingerprint']) == ('fp-GPU-b', 'sfp-GPU-b')
     assert facts['vllm_mamba_blocks'] == {'mamba_cache_blocks': 604, 'source': 'refusal', 'group': 'G1',
-                                                   'canary': 'a-1'}
+                                          'canary': 'a-1'}
 
 
 def test_take_keeps_a_hosts_own_n_and_m_and_other_inputs_of_m():

@@ -18,7 +18,8 @@ import pytest
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.mamba_clamp import MAMBA_SECTION, cache_key_of
 
-from test_block_size_probe_cuda import multi_gpu_vllm_double, read_log  # noqa: F401 (the fixture)
+# the fixture multi_gpu_vllm_double is used by name
+from test_block_size_probe_cuda import multi_gpu_vllm_double, read_log  # noqa: F401 pylint: disable=unused-import
 
 INPUTS = {'gpu_memory_utilization': 0.6, 'max_model_len': 4096, 'kv_cache_dtype': 'auto',
           'mamba_cache_dtype': 'auto', 'mamba_ssm_cache_dtype': 'auto'}
