@@ -178,6 +178,35 @@ def seed_decision(source_host, source_key, target_host, target_key):
                    "on its first start" % (target_host, source_host, "; ".join(differences)))
 
 
+# What a host's key carries beside the parts that must match (KEY_PARTS): never compared.
+KEY_EXTRAS = ("hash", "tarball", "relative_dirs", "user", "group")
+
+
+def host_key(plan, probe_inputs):
+    """The compile-cache key of a host: its plan's vLLM argv, environment and HOME and its probe inputs (vLLM version,
+    model, hardware: GPU architecture and driver), with :data:`KEY_EXTRAS` (its hash, the tarball's name, the cache
+    directories relative to HOME, the unit's user and group). ValueError when an input is missing or malformed."""
+    if not isinstance(plan, dict) or not isinstance(probe_inputs, dict):
+        raise ValueError("the host plan and the probe inputs (block_size_probe RV inputs) are needed")
+    vllm = plan.get("vllm") or {}
+    hardware = probe_inputs.get("hardware") or {}
+    key = cache_key(probe_inputs.get("vllm_version"), architecture(hardware), hardware.get("driver_version"),
+                    probe_inputs.get("model"), vllm.get("argv"), vllm.get("environment"), vllm.get("home"))
+    try:
+        relative = home_relative_dirs(vllm.get("home"), (vllm.get("environment") or {}).get("VLLM_CACHE_ROOT"))
+    except TypeError as exc:
+        raise ValueError(str(exc))
+    return dict(key, hash=key_hash(key), tarball=tarball_name(key), relative_dirs=relative, user=vllm.get("user"),
+                group=vllm.get("group"))
+
+
+def seed_between(target_host, target_key, source_host, source_key):
+    """(allowed, sentence): whether the caches of ``source_host`` (its :func:`host_key`) may seed ``target_host``."""
+    def parts(key):
+        return dict((k, v) for k, v in key.items() if k not in KEY_EXTRAS)
+    return seed_decision(source_host, parts(source_key), target_host, parts(target_key))
+
+
 def transfer_report(host, source_host, size_bytes, seconds):
     """What the deploy summary says about a copy (``host == source_host``: the pack on the first host)."""
     if host == source_host:

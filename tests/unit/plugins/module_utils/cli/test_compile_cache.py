@@ -86,7 +86,7 @@ def test_the_tarball_holds_the_caches_relative_to_home():
         cc.home_relative_dirs("/var/lib/vllm", "/srv/cache")
 
 
-def test_the_filter_key_of_two_hosts_with_other_ports_is_equal_and_another_home_refuses_the_copy():
+def test_the_key_of_two_hosts_with_other_ports_is_equal_and_another_home_refuses_the_copy():
     # vLLM's compile hash covers paths that default from HOME: a seed under another HOME path is recompiled
     # (measured on an H200, docs/gpu.md), so the key holds the unit's HOME.
     from ansible_collections.lmcache_vllm.fleet.plugins.filter.compile_cache import FilterModule
@@ -94,11 +94,13 @@ def test_the_filter_key_of_two_hosts_with_other_ports_is_equal_and_another_home_
     inputs = {"vllm_version": "0.32.0", "model": MODEL,
               "hardware": {"kind": "cuda", "driver_version": "580.159.04", "gpus": [{"architecture": "sm90"}]}}
     one = filters["compile_cache_key"](plan_host("a", {"vllm_server_model": "m/x"}), inputs)
-    two = filters["compile_cache_key"](plan_host("b", {"vllm_server_model": "m/x", "vllm_server_port": 8001}), inputs)
+    two = cc.host_key(plan_host("b", {"vllm_server_model": "m/x", "vllm_server_port": 8001}), inputs)
     assert one["hash"] == two["hash"] and one["gpu_architecture"] == "sm90"
-    assert filters["compile_cache_seed"](two, "b", one, "a")["allowed"] is True
-    moved = filters["compile_cache_key"](plan_host("d", {"vllm_server_model": "m/x", "vllm_server_home": "/srv/v"}), inputs)
-    refused = filters["compile_cache_seed"](moved, "d", one, "a")
-    assert moved["hash"] != one["hash"] and refused["allowed"] is False and '"/srv/v" here' in refused["message"]
-    other = filters["compile_cache_key"](plan_host("c", {"vllm_server_model": "m/x"}), dict(inputs, vllm_version="0.33.0"))
-    assert filters["compile_cache_seed"](other, "c", one, "a")["allowed"] is False
+    assert cc.seed_between("b", two, "a", one)[0] is True
+    moved = cc.host_key(plan_host("d", {"vllm_server_model": "m/x", "vllm_server_home": "/srv/v"}), inputs)
+    allowed, message = cc.seed_between("d", moved, "a", one)
+    assert moved["hash"] != one["hash"] and allowed is False and '"/srv/v" here' in message
+    other = cc.host_key(plan_host("c", {"vllm_server_model": "m/x"}), dict(inputs, vllm_version="0.33.0"))
+    assert cc.seed_between("c", other, "a", one)[0] is False
+    with pytest.raises(ValueError, match="probe inputs"):
+        cc.host_key(None, inputs)
