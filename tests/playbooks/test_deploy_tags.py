@@ -17,7 +17,9 @@ VALIDATE_PLAY = 'Validate the variables of every serving, KV store and router ho
 VALIDATE = 'Stop before any host is changed when a value is wrong'
 VALIDATE_STORES = 'Stop before any host is changed when a store value is wrong'
 CLAIM_HOSTS = 'Check and claim what the deploy creates'
-CLAIM_STORES = 'Check and claim what the role kv_store creates'
+# one task, the action fleet_claim, claims for every kind of host (serving, KV store, router;
+# tests/unit/plugins/action/test_fleet_claim_action.py)
+CLAIM_STORES = CLAIM_HOSTS
 GUARD = 'Refuse a host whose ownership claim (stage 1b) did not run'
 CHANGING = ('Install the LMCache server', 'Configure the LMCache server')
 STORES = 'Stage 3b, deploy the KV stores'
@@ -110,7 +112,7 @@ def test_a_host_whose_claim_was_skipped_is_refused_before_stage_2(runner):
     assert 'Install the LMCache server' not in output
 
 
-CLAIM_ROUTERS = 'Check and claim what the role vllm_router creates'
+CLAIM_ROUTERS = CLAIM_HOSTS
 ROUTER_GUARD = 'Refuse a router host whose ownership claim (stage 1b) did not run'
 
 
