@@ -13,7 +13,7 @@ module: fleet_claim
 short_description: Refuse what the collection did not create on a host and claim what the deploy creates there
 version_added: "0.1.0"
 description:
-  - An action plugin: deploy.yml's stage 1b in one task, for every kind of host at once. On a serving host, a KV
+  - An action plugin - deploy.yml's stage 1b in one task, for every kind of host at once. On a serving host, a KV
     store host and a router host (a host may be several), it runs P(lmcache_vllm.fleet.fleet_ownership#module) with
     O(lmcache_vllm.fleet.fleet_ownership#module:state=claim) on the entries of that kind's plan and in that kind's
     manifest - the host plan's C(ownership) (C(__fleet_plan), the rollback copies' names too), the KV store

@@ -13,14 +13,14 @@ module: warm_start
 short_description: The warm first start of a probe group, the compile caches of its first host seeding the others
 version_added: "0.1.0"
 description:
-  - An action plugin: the decisions are made on the control node, the caches travel through it. deploy.yml's stage 4
+  - An action plugin - the decisions are made on the control node, the caches travel through it. deploy.yml's stage 4
     runs it on a probe group's hosts (C(fleet_warm_first_start), docs/scale.md).
   - Every step computes this host's compile-cache key (its plan's vLLM argv, environment and HOME, the probe's vLLM
     version, model and hardware) from the facts C(__vllm_server_plan), C(__vllm_server_probe_inputs) and
     C(__vllm_server_probe_group) (the role C(lmcache_vllm.fleet.vllm_server)'s probe), and sets it as the fact
     C(__fleet_cc_key).
   - O(step=pack), on a group's first host once its vLLM answers C(/health), packs the compile caches under the unit's
-    HOME and C(VLLM_CACHE_ROOT) into one tarball (module P(lmcache_vllm.fleet.compile_cache_archive#module): no link
+    HOME and C(VLLM_CACHE_ROOT) into one tarball (module P(lmcache_vllm.fleet.compile_cache_archive#module) - no link
     followed, only the service user's directories and regular files) and fetches it to O(cache_dir) on the control
     node, when O(restarted) or the control node holds no tarball of this key yet. Sets the fact C(__fleet_cc_packed)
     (C(path), C(size) and C(report), or C(report) alone when there was nothing to pack).
