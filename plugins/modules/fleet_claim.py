@@ -66,7 +66,7 @@ problems:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.action_only import refuse
 
 ARGUMENT_SPEC = dict(
     kinds=dict(type='dict', required=True),
@@ -74,8 +74,7 @@ ARGUMENT_SPEC = dict(
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    module.fail_json(msg='lmcache_vllm.fleet.fleet_claim runs as an action plugin')
+    refuse('lmcache_vllm.fleet.fleet_claim', ARGUMENT_SPEC)
 
 
 if __name__ == '__main__':

@@ -82,14 +82,12 @@ warnings_shown:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.action_only import refuse
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(hosts=dict(type='list', elements='str', required=True),
-                                              dest=dict(type='path', required=True)),
-                           supports_check_mode=True)
-    module.fail_json(msg='fleet_plan runs on the control node through its action plugin; call it as a task, not as a module')
+    refuse('lmcache_vllm.fleet.fleet_plan', dict(hosts=dict(type='list', elements='str', required=True),
+                                                dest=dict(type='path', required=True)))
 
 
 if __name__ == '__main__':

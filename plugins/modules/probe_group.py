@@ -77,7 +77,7 @@ taken:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.action_only import refuse
 
 ARGUMENT_SPEC = dict(
     step=dict(type='str', choices=['form', 'take'], required=True),
@@ -87,8 +87,7 @@ ARGUMENT_SPEC = dict(
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    module.fail_json(msg='lmcache_vllm.fleet.probe_group runs on the control node, as an action plugin')
+    refuse('lmcache_vllm.fleet.probe_group', ARGUMENT_SPEC)
 
 
 if __name__ == '__main__':

@@ -85,7 +85,7 @@ skipped_paths:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.action_only import refuse
 
 ARGUMENT_SPEC = dict(
     step=dict(type='str', choices=['pack', 'seed'], required=True),
@@ -95,8 +95,7 @@ ARGUMENT_SPEC = dict(
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    module.fail_json(msg='lmcache_vllm.fleet.warm_start runs as an action plugin')
+    refuse('lmcache_vllm.fleet.warm_start', ARGUMENT_SPEC)
 
 
 if __name__ == '__main__':

@@ -28,11 +28,13 @@ BOUNDS = {
     'block_size_probe': 22,  # _probe/confirm.py: the option expected; _probe/mamba.py, cli/mamba_clamp.py: M
     'compile_cache_archive': 1,
     'fleet_ownership': 8,
-    'fleet_plan': 0,
+    'fleet_claim': 1,  # shared/action_only.py: the module side of an action plugin
+    'fleet_plan': 1,
     'gpu_facts': 3,
-    'probe_group': 0,
+    'probe_group': 1,
     'router_worker': 2,
     'service_info': 6,
+    'warm_start': 1,
 }
 # What runs on the controller only (the plan and its validation, the KV store's configuration, the fleet report,
 # the router's configuration, the status's explanation of what service_info read): no host module may ship one of
