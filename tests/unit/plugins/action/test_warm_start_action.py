@@ -22,9 +22,9 @@ INPUTS = {'vllm_version': '0.32.0', 'model': {'kind': 'hub', 'id': 'm/x', 'revis
 GROUP = {'members': ['a', 'b']}
 
 
-def host_vars(name, inputs=INPUTS, **extra):
+def host_vars(name, inputs=None, **extra):
     return dict({'inventory_hostname': name, '__vllm_server_plan': plan_host(name, {'vllm_server_model': 'm/x'}),
-                 '__vllm_server_probe_inputs': {'inputs': inputs}, '__vllm_server_probe_group': GROUP}, **extra)
+                 '__vllm_server_probe_inputs': {'inputs': inputs or INPUTS}, '__vllm_server_probe_group': GROUP}, **extra)
 
 
 def _run(args, task_vars, check_mode=False):
