@@ -375,7 +375,6 @@ options:
       max_num_batched_tokens:
         description: The unit's C(--max-num-batched-tokens) (at least the running N, or a problem).
         type: int
-        no_log: false
       hybrid:
         description: Whether the model is hybrid (a metric of 16 then means a vLLM before the fix, and the journal
           is read instead).

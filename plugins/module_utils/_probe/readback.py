@@ -72,6 +72,6 @@ def answer(req, live):
     elif live["n"] is None:
         outcome, reason = "unread", "N could not be read back from %s: %s" % (req.p["service_name"], live["detail"])
     else:
-        outcome, reason = "agrees", "N=%s from the running service (%s; %s)" % (live["n"], live["source"],
-                                                                                 live["detail"])
+        outcome = "agrees"
+        reason = "N=%s from the running service (%s; %s)" % (live["n"], live["source"], live["detail"])
     return dict(req.base, readback=live, outcome=outcome, reason=reason, changed=False)
