@@ -349,6 +349,40 @@ options:
       - Requires O(service_name) and O(mamba_inputs).
     type: bool
     default: false
+  readback:
+    description:
+      - Read N back from the started O(service_name) instead of answering with one (deploy.yml, once the unit has
+        started) - its C(/metrics) (the labels of C(vllm:cache_config_info)), else (the metric missing, or 16 for a
+        hybrid model on a vLLM before the fix) the journal of the unit's current start - and compare it with the
+        probed N and the unit's flags. Returns RV(readback); launches nothing, writes no cache, sets no facts.
+        With O(expected) too, RV(confirmation) comes with it.
+      - Requires O(service_name).
+    type: dict
+    suboptions:
+      metrics_url:
+        description: The service's Prometheus endpoint (the host plan's C(vllm.metrics_url)); read with no proxy.
+        type: str
+        required: true
+      block_size:
+        description: The N the unit was rendered for (its C(--block-size)).
+        type: int
+      probed_block_size:
+        description: The N the probe found for this host (fact C(vllm_block_size)).
+        type: int
+      chunk_size:
+        description: The unit's LMCache chunk size (a multiple of the running N, or a problem).
+        type: int
+      max_num_batched_tokens:
+        description: The unit's C(--max-num-batched-tokens) (at least the running N, or a problem).
+        type: int
+      hybrid:
+        description: Whether the model is hybrid (a metric of 16 then means a vLLM before the fix, and the journal
+          is read instead).
+        type: bool
+        default: true
+      host:
+        description: This host's inventory name (for the messages).
+        type: str
 notes:
   - Supports check mode. In check mode only the cache (and with O(service_name) the unit's journal)
     is read; no vLLM is launched and the cache file is not written. Without a value the task is
@@ -445,6 +479,8 @@ outcome:
       beside the processes using them) or V(error).
     - V(skipped) in check mode or with O(launch=false) without a cached value or a journal answer. V(computed) with
       O(compute_only=true).
+    - With O(mamba_refusal), V(refused) or V(not_refused). With O(readback) alone, V(agrees) (the running N agrees
+      with the probed N and the unit's flags), V(drifted) (RV(readback.problems)) or V(unread) (no N read back).
   returned: always
   type: str
   sample: found
@@ -657,6 +693,32 @@ mamba_refusal:
     mamba_cache_blocks:
       description: The Mamba cache blocks M vLLM could allocate.
       type: int
+readback:
+  description:
+    - N as the started service reports it (null when it could not be read), where from, and the problems.
+  returned: with O(readback)
+  type: dict
+  contains:
+    n:
+      description: The running N (null when neither the metric nor the journal gave one).
+      type: int
+    source:
+      description: V(metric) or V(journal) (null with no N).
+      type: str
+    detail:
+      description: One sentence on what was read.
+      type: str
+    num_gpu_blocks:
+      description: The KV cache blocks the service allocated (for a hybrid model also its Mamba cache blocks M).
+      type: int
+    problems:
+      description: One sentence a difference between the running N and O(readback.probed_block_size) or the unit's
+        flags, naming the host and the fix; empty when they agree or no N was read.
+      type: list
+      elements: str
+    metrics_problem:
+      description: Why C(/metrics) could not be read (null when it was).
+      type: str
 mamba_blocks:
   description: M for O(mamba_inputs), C({mamba_cache_blocks, source}) with source V(cached) or V(refusal).
   returned: with O(mamba_inputs), when an M is cached for these inputs or was just reported
@@ -721,6 +783,15 @@ def argument_spec():
         launch=dict(type="bool", default=True),
         mamba_inputs=dict(type="dict"),
         mamba_refusal=dict(type="bool", default=False),
+        readback=dict(type="dict", options=dict(
+            metrics_url=dict(type="str", required=True),
+            block_size=dict(type="int"),
+            probed_block_size=dict(type="int"),
+            chunk_size=dict(type="int"),
+            max_num_batched_tokens=dict(type="int", no_log=False),
+            hybrid=dict(type="bool", default=True),
+            host=dict(type="str"),
+        )),
         expected=dict(type="dict", options=dict(
             block_size=dict(type="int", required=True),
             host=dict(type="str"),

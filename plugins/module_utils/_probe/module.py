@@ -2,8 +2,8 @@
 # Copyright: (c) 2026, lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """``run_module`` of ``block_size_probe``: the request, the sources in order, the first answer, one finish (with
-``expected``: the answer compared with the expected N; with ``mamba_refusal``: the refusal's M recorded instead).
-Any ProbeFailed ends in the one failure path."""
+``expected``: the answer compared with the expected N; with ``mamba_refusal``: the refusal's M recorded instead;
+with ``readback``: N as the started service reports it). Any ProbeFailed ends in the one failure path."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -14,7 +14,7 @@ import time
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.redact import redact, redact_text
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.confirm import confirmation
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.errors import ProbeFailed
-from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import mamba
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe import mamba, readback
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.request import build_request
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils._probe.sources import cache_held, first_answer, utcnow
 
@@ -30,6 +30,8 @@ def run_module(module):
         if module.params["mamba_refusal"] and not req.early:
             with cache_held(req):
                 finish(module, mamba.from_refusal(req, utcnow), started)
+        if module.params["readback"] and not module.params["expected"] and not req.early:
+            finish(module, readback.answer(req, readback.read(req)), started)
         answer = req.early or first_answer(req)
     except ProbeFailed as e:
         fail(module, base, e, started)
@@ -43,6 +45,8 @@ def confirm(module, req, answer, started):
     """The exit with ``expected``: the answer and its ``confirmation``, without facts (the group's N stays)."""
     res = dict(answer or req.base)
     res["confirmation"] = confirmation(module.params["expected"], answer, req.journal_note)
+    if module.params["readback"] and not req.early:
+        res["readback"] = readback.read(req)
     res.pop("skipped", None)
     res.setdefault("outcome", "unconfirmed")
     res.setdefault("reason", res["confirmation"]["message"])

@@ -77,6 +77,8 @@ def validate_params(p):
     for name in ("gpu_memory_utilization", "min_gpu_memory_utilization"):
         if p.get(name) is not None and not 0 < p[name] <= 1:
             errors.append("%s=%s must be in (0, 1]" % (name, p[name]))
+    if p.get("readback") and not p.get("service_name"):
+        errors.append("readback is set but service_name is not; set service_name to the started unit")
     if p.get("group") and not p.get("user"):
         errors.append("group is set but user is not; set user to the service's user")
     try:
