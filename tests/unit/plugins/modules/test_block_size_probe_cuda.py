@@ -301,15 +301,22 @@ def test_the_probe_takes_the_n_of_a_second_alignment(multi_gpu_vllm_double):
     assert not d.leftovers()
 
 
+def probe_tp2(d, **kw):
+    """Probe N once through ``d`` (two ranks reporting 1056), so that the cache holds an entry of N; the double's
+    argv file is removed, so ``d.launched()`` tells whether a later run launched vLLM."""
+    lines = read_log("vllm-0.20-tp2-workers.log")
+    d.replay([[0, lines[0]], [0, lines[1]], [0, lines[2]], [0, lines[4]]])
+    status, res = d.run(tensor_parallel_size=2, **kw)
+    assert status == "ok" and res["vllm_block_size"] == 1056, res
+    os.unlink(d.argv_out)
+    return res
+
+
 # ====================================================================== expected: confirm a given N
 
 def test_expected_confirms_from_the_hosts_own_answer_and_launches_nothing(multi_gpu_vllm_double):
     d = multi_gpu_vllm_double
-    lines = read_log("vllm-0.20-tp2-workers.log")
-    d.replay([[0, lines[0]], [0, lines[1]], [0, lines[2]], [0, lines[4]]])
-    status, probed = d.run(tensor_parallel_size=2)
-    assert status == "ok" and probed["vllm_block_size"] == 1056, probed
-    os.unlink(d.argv_out)
+    probed = probe_tp2(d)
 
     given = {"block_size": 1056, "host": "a-2", "group": "g1", "canary": "a-1"}
     status, res = d.run(tensor_parallel_size=2, expected=given)
@@ -345,11 +352,8 @@ def test_launch_false_answers_from_the_cache_only_and_is_skipped_without_one(mul
     assert res["reason"].endswith("a probe would launch vLLM (launch=false)") and res["fingerprint"]
     assert "ansible_facts" not in res and d.launched() is None
 
-    lines = read_log("vllm-0.20-tp2-workers.log")
-    d.replay([[0, lines[0]], [0, lines[1]], [0, lines[2]], [0, lines[4]]])
-    status, probed = d.run(tensor_parallel_size=2)
-    assert status == "ok" and probed["source"] == "probe", probed
-    os.unlink(d.argv_out)
+    probed = probe_tp2(d)
+    assert probed["source"] == "probe", probed
     status, res = d.run(tensor_parallel_size=2, launch=False)
     assert status == "ok" and res["source"] == "cache" and res["ansible_facts"]["vllm_block_size"] == 1056, res
     assert d.launched() is None

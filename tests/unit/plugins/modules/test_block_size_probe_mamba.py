@@ -19,7 +19,7 @@ import pytest
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli.mamba_clamp import MAMBA_SECTION, cache_key_of
 
 # the fixture multi_gpu_vllm_double is used by name
-from test_block_size_probe_cuda import multi_gpu_vllm_double, read_log  # noqa: F401 pylint: disable=unused-import
+from test_block_size_probe_cuda import multi_gpu_vllm_double, probe_tp2  # noqa: F401 pylint: disable=unused-import
 
 INPUTS = {'gpu_memory_utilization': 0.6, 'max_model_len': 4096, 'kv_cache_dtype': 'auto',
           'mamba_cache_dtype': 'auto', 'mamba_ssm_cache_dtype': 'auto'}
@@ -49,12 +49,7 @@ def journal(tmp_path, monkeypatch):
 
 def _probe_n(d):
     """Probe N once (1056 on the double) so that the cache holds an entry of N."""
-    lines = read_log("vllm-0.20-tp2-workers.log")
-    d.replay([[0, lines[0]], [0, lines[1]], [0, lines[2]], [0, lines[4]]])
-    status, res = d.run(tensor_parallel_size=2, mamba_inputs=INPUTS)
-    assert status == "ok" and res["vllm_block_size"] == 1056, res
-    os.unlink(d.argv_out)
-    return res
+    return probe_tp2(d, mamba_inputs=INPUTS)
 
 
 def test_a_refusal_in_the_journal_is_cached_beside_n_and_returned_with_it(multi_gpu_vllm_double, journal):

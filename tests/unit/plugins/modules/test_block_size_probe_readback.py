@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 # the fixture multi_gpu_vllm_double is used by name
-from test_block_size_probe_cuda import multi_gpu_vllm_double, read_log  # noqa: F401 pylint: disable=unused-import
+from test_block_size_probe_cuda import multi_gpu_vllm_double, probe_tp2, read_log  # noqa: F401 pylint: disable=unused-import
 
 INFO = 'vllm:cache_config_info{block_size="%s",engine="0",mamba_cache_mode="align",num_gpu_blocks="626"} 1.0\n'
 
@@ -128,11 +128,7 @@ def test_no_metrics_and_no_start_is_unread_not_a_failure(multi_gpu_vllm_double, 
 
 def test_with_expected_the_confirmation_comes_with_the_readback(multi_gpu_vllm_double, metrics, unit):
     d = multi_gpu_vllm_double
-    lines = read_log("vllm-0.20-tp2-workers.log")
-    d.replay([[0, lines[0]], [0, lines[1]], [0, lines[2]], [0, lines[4]]])
-    status, probed = d.run(tensor_parallel_size=2)
-    assert status == "ok" and probed["vllm_block_size"] == 1056, probed
-    os.unlink(d.argv_out)
+    probe_tp2(d)
     metrics.text = INFO % 1056
     status, res = d.run(tensor_parallel_size=2, service_name="vllm",
                         readback=dict(metrics_url=metrics.url, block_size=1056, host="gpu-b"),
