@@ -10,9 +10,10 @@ from __future__ import annotations
 import posixpath
 
 from ansible.errors import AnsibleActionFail
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.lmcache_vllm.fleet.plugins.modules.fleet_claim import ARGUMENT_SPEC
+from ansible_collections.lmcache_vllm.fleet.plugins.modules.fleet_claim import ARGUMENT_SPEC, ONE_OF
 
 # Each kind of host: the fact holding its plan (validate.yml's) and the fact that records the claim (or None).
 KINDS = (
@@ -20,6 +21,21 @@ KINDS = (
     ('store', '__kv_store_check', None),
     ('router', '__vllm_router_check', '__vllm_router_claimed'),
 )
+
+# What a later stage says of a host whose claim of that kind did not run (option require).
+UNCLAIMED = {
+    'serving': ('the refusal of what the collection did not create, and its claim in the manifest',
+                'nothing is installed or restarted'),
+    'router': ('the refusal of what the collection did not create on the router host, and its claim in '
+               'vllm_router_manifest_path', 'no router is installed or restarted'),
+}
+
+
+def unclaimed_message(host, kind):
+    """The refusal of a later stage on a host whose claim of ``kind`` did not run."""
+    what, spared = UNCLAIMED[kind]
+    return ('host %s: stage 1b of deploy.yml (%s) did not run, so %s. Fix: do not skip the tag always (--skip-tags '
+            'always), and select stages with --tags validate, install, check or rollout only' % (host, what, spared))
 
 
 def claim_arguments(host, kind, plan):
@@ -36,8 +52,14 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _validation, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _validation, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, mutually_exclusive=ONE_OF,
+                                                          required_one_of=ONE_OF)
         host = task_vars['inventory_hostname']
+        if params['require']:
+            claimed = dict((kind, fact) for kind, _plan, fact in KINDS)[params['require']]
+            if not boolean(task_vars.get(claimed, False), strict=False):
+                result.update(failed=True, msg=unclaimed_message(host, params['require']))
+            return dict(result, changed=False)
         claims, problems, facts, changed = [], [], {}, False
         try:
             for kind, plan_fact, claimed_fact in KINDS:

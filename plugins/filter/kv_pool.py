@@ -14,13 +14,6 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_po
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.kv import kv_p2p, kv_pool_breakeven
 
 
-def kv_pool_errors(plans):
-    """The fleet-level pool check: pools whose hosts disagree on an input of the key prefix."""
-    if not isinstance(plans, list):
-        raise AnsibleFilterError('kv_pool_errors expects a list of host plans (lookup lmcache_vllm.fleet.host_plan)')
-    return kv_pool.plans_errors(plans)
-
-
 def kv_pool_values(plans):
     """``[{host, pool, value_bytes}]`` of the host plans in a pool whose largest value is known (the stores' sizing)."""
     if not isinstance(plans, list):
@@ -83,7 +76,7 @@ def kv_store_cluster_problem(text, nodes):
 class FilterModule(object):
 
     def filters(self):
-        return {'kv_pool_errors': kv_pool_errors, 'kv_pool_line': kv_pool_line, 'kv_pool_values': kv_pool_values,
+        return {'kv_pool_line': kv_pool_line, 'kv_pool_values': kv_pool_values,
                 'kv_pool_break_even_rules': kv_pool_break_even_rules,
                 'kv_store_status_row': kv_store_status_row, 'kv_store_status_line': kv_store_status_line,
                 'kv_store_cluster_create': kv_store_cluster_create, 'kv_store_cluster_problem': kv_store_cluster_problem}

@@ -22,6 +22,9 @@ description:
     every refusal of the host at once, each naming host, variable and fix.
   - Sets the facts C(__fleet_claimed) (a serving host) and C(__vllm_router_claimed) (a router host) that the later
     stages require before they change the host.
+  - With O(require) instead of O(kinds), nothing is claimed and nothing is contacted - the guard of a later stage
+    (deploy.yml's stages 2 and 4 for a serving host, stage 6 for a router host) fails the host whose claim of that
+    kind did not run in this run (a tag selection that skipped stage 1b), naming host and fix.
 author:
   - lmcache_vllm.fleet maintainers (@lmcache-vllm)
 attributes:
@@ -43,14 +46,23 @@ options:
     description:
       - The hosts of each kind in the play (validate.yml's C(__fleet_valid_kinds)), keys C(serving), C(store) and
         C(router); this host claims for each kind it belongs to.
+      - Exactly one of O(kinds) and O(require) is given.
     type: dict
-    required: true
+  require:
+    description:
+      - Claim nothing; fail when this host's claim of this kind did not run in this run.
+    type: str
+    choices: [serving, router]
 """
 
 EXAMPLES = r"""
 - name: Refuse what the collection did not create, claim what the deploy creates
   lmcache_vllm.fleet.fleet_claim:
     kinds: "{{ __fleet_valid_kinds }}"
+
+- name: Refuse a host whose ownership claim (stage 1b) did not run
+  lmcache_vllm.fleet.fleet_claim:
+    require: serving
 """
 
 RETURN = r"""
@@ -69,8 +81,11 @@ problems:
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.shared.action_only import refuse
 
 ARGUMENT_SPEC = dict(
-    kinds=dict(type='dict', required=True),
+    kinds=dict(type='dict'),
+    require=dict(type='str', choices=['serving', 'router']),
 )
+# Exactly one of them.
+ONE_OF = [('kinds', 'require')]
 
 
 def main():

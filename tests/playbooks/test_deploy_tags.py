@@ -14,8 +14,10 @@ import pytest
 import yaml
 
 VALIDATE_PLAY = 'Validate the variables of every serving, KV store and router host'
-VALIDATE = 'Stop before any host is changed when a value is wrong'
-VALIDATE_STORES = 'Stop before any host is changed when a store value is wrong'
+VALIDATE = "Check every host's plan (all problems at once)"
+# one task, the action fleet_check, checks every kind of host's plan (serving, KV store, router;
+# tests/unit/plugins/action/test_fleet_check_action.py)
+VALIDATE_STORES = VALIDATE
 CLAIM_HOSTS = 'Check and claim what the deploy creates'
 # one task, the action fleet_claim, claims for every kind of host (serving, KV store, router;
 # tests/unit/plugins/action/test_fleet_claim_action.py)

@@ -2,8 +2,8 @@
 # Copyright: (c) 2026, lmcache_vllm.fleet contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Fleet-wide checks of the inventory itself (pure): one machine listed under two inventory names, and
-a host variable that cannot be templated. Used by validate.yml (through the filter
-``fleet_duplicate_hosts`` and the lookup ``host_plan``), so deploy and every day-two playbook refuse
+a host variable that cannot be templated. Used by validate.yml (through the action
+``fleet_check`` and the lookup ``host_plan``), so deploy and every day-two playbook refuse
 them before any host is contacted."""
 
 from __future__ import absolute_import, division, print_function

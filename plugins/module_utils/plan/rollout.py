@@ -6,8 +6,8 @@
 The rollout's variables are extra variables (play keywords cannot read the inventory): ``fleet_serial`` (hosts per
 rolling batch: a number, a percentage, or a list of them, as Ansible's ``serial``), ``fleet_max_fail_percentage``
 (stop once more than this share of the fleet failed), ``fleet_probe_per_group`` and ``fleet_warm_first_start``.
-:func:`rollout_errors` checks them in stage 1, before any host changes (``validate.yml``, filter
-``fleet_rollout_errors``); :func:`rollout_stop` is stage 4's rule (filter ``fleet_rollout_stop``).
+:func:`rollout_errors` checks them in stage 1, before any host changes (``validate.yml``, action
+``fleet_check``); :func:`rollout_stop` is stage 4's rule (filter ``fleet_rollout_stop``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,13 @@ from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.plan_varia
 # Ansible reads a percentage of serial as int(value without its %): a whole number ending in %.
 PERCENT_RE = re.compile(r'^\s*(\d+)\s*%$')
 BOOLEANS = ('fleet_probe_per_group', 'fleet_warm_first_start')
+# Each rollout variable: (the environment variable read when the extra variable is not set, or None; the default).
+ROLLOUT_DEFAULTS = {
+    'fleet_serial': ('FLEET_SERIAL', '100%'),
+    'fleet_max_fail_percentage': ('FLEET_MAX_FAIL_PERCENTAGE', '100'),
+    'fleet_probe_per_group': (None, True),
+    'fleet_warm_first_start': (None, True),
+}
 
 
 def _batch_problem(value):

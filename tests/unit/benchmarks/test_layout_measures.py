@@ -86,8 +86,8 @@ def test_the_issue_measures_of_this_checkout(measures):
 
 def test_the_files_a_deploy_reads_follow_its_includes(measures):
     files = measures.deploy_files(measures.REPO)
-    # deploy.yml imports validate.yml, which imports check_plans.yml; stage 2 includes the probe role's task file
-    assert {'playbooks/deploy.yml', 'playbooks/validate.yml', 'playbooks/tasks/check_plans.yml',
+    # deploy.yml imports validate.yml, which imports tasks/reach_and_claim.yml; stage 2 includes the probe role's task file
+    assert {'playbooks/deploy.yml', 'playbooks/validate.yml', 'playbooks/tasks/reach_and_claim.yml',
             'roles/vllm_server/tasks/probe.yml', 'roles/kv_store/tasks/main.yml'} <= set(files)
     # remove.yml and the sandbox are no part of a deploy
     assert not any(f in files for f in ('playbooks/remove.yml', 'roles/vllm_router/tasks/remove.yml'))

@@ -28,13 +28,17 @@ ROUTER = {'ownership': [{'kind': 'unit', 'path': '/etc/systemd/system/vllm-route
 def _run(kinds, task_vars, answers=None):
     """The action's result and the module arguments it sent, in order; ``answers``: the module's result per kind
     of manifest (default: a claim that changed the manifest)."""
+    return _run_args({'kinds': kinds}, task_vars, answers)
+
+
+def _run_args(args, task_vars, answers=None):
     calls = []
 
     def module(module_name, module_args, task_vars):
         assert module_name == 'lmcache_vllm.fleet.fleet_ownership'
         calls.append(module_args)
         return dict((answers or {}).get(module_args['manifest'], {'changed': True, 'status': {'k': 'absent'}}))
-    task = mock.MagicMock(args={'kinds': kinds}, async_val=0, check_mode=False)
+    task = mock.MagicMock(args=args, async_val=0, check_mode=False)
     action = ActionModule(task, mock.MagicMock(), mock.MagicMock(), loader=None, templar=None, shared_loader_obj=None)
     action._execute_module = module
     action._remove_tmp_path = mock.Mock()
@@ -73,3 +77,23 @@ def test_a_refusal_fails_the_host_and_claims_nothing_after_it():
 def test_a_kind_without_its_validated_plan_is_refused_naming_the_fact():
     with pytest.raises(AnsibleActionFail, match='host h1: no router plan \\(__vllm_router_check'):
         _run({'router': ['h1']}, {})
+
+
+@pytest.mark.parametrize('kind, fact, spared', [('serving', '__fleet_claimed', 'nothing is installed or restarted'),
+                                                ('router', '__vllm_router_claimed', 'no router is installed')])
+def test_require_refuses_a_host_whose_claim_did_not_run_and_claims_nothing(kind, fact, spared):
+    result, calls = _run_args({'require': kind}, {})
+    assert calls == [] and result['failed'] is True and result['changed'] is False
+    assert result['msg'].startswith('host h1: stage 1b of deploy.yml (the refusal of what the collection did not create')
+    assert spared in result['msg'] and '--skip-tags always' in result['msg']
+    result, calls = _run_args({'require': kind}, {fact: True})
+    assert calls == [] and not result.get('failed')
+    # another kind's claim is not this one's
+    other = '__vllm_router_claimed' if kind == 'serving' else '__fleet_claimed'
+    assert _run_args({'require': kind}, {other: True})[0]['failed'] is True
+
+
+@pytest.mark.parametrize('args', [{}, {'kinds': {}, 'require': 'serving'}, {'require': 'store'}])
+def test_exactly_one_of_kinds_and_require(args):
+    with pytest.raises(AnsibleActionFail):
+        _run_args(args, {})

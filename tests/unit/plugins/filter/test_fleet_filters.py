@@ -181,20 +181,6 @@ def test_same_version_compares_pep440_versions():
     assert not same(None, '0.5.6') and not same('0.5.5', '0.5.6') and not same('0.32.0+cpu', '0.32.0')
 
 
-def test_fleet_valid_summary_counts_hosts_groups_pools_and_stores():
-    from ansible_collections.lmcache_vllm.fleet.plugins.filter.fleet_checks import fleet_valid_summary
-    hostvars = {
-        'gpu-01': {'group_names': ['vllm_hosts', 'h200'], '__fleet_plan': {'summary': {'kv_pool': 'p1'}}},
-        'gpu-02': {'group_names': ['vllm_hosts'], '__fleet_plan': {'summary': {'kv_pool': 'p1'}}},
-        'gpu-03': {'group_names': ['vllm_hosts', 'ungrouped'], '__fleet_plan': {'summary': {'kv_pool': None}}},
-    }
-    assert fleet_valid_summary(['gpu-01', 'gpu-02', 'gpu-03'], hostvars, ['kv-01']) == (
-        'The fleet is valid: 3 host(s) in 2 group(s) (h200, vllm_hosts), 1 L2 pool(s) (p1) and 1 KV store(s) '
-        'checked; no host was contacted.')
-    with pytest.raises(AnsibleFilterError):
-        fleet_valid_summary('gpu-01', hostvars)
-
-
 def test_fleet_unreachable_summary_names_every_lost_host_and_the_limit():
     from ansible_collections.lmcache_vllm.fleet.plugins.filter.fleet_checks import fleet_unreachable_summary
     hostvars = {

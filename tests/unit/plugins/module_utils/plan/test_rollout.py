@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The deploy's rollout (module_utils/plan/rollout.py, filters fleet_rollout_errors and fleet_rollout_stop): its
+"""The deploy's rollout (module_utils/plan/rollout.py, the action fleet_check and the filter fleet_rollout_stop): its
 variables checked before any host changes, and stage 4's stop rule."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.lmcache_vllm.fleet.plugins.filter.fleet_checks import FilterModule as Checks
 from ansible_collections.lmcache_vllm.fleet.plugins.filter.result import FilterModule as Results
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import rollout
 
@@ -49,8 +48,6 @@ def test_every_wrong_variable_at_once_and_booleans_as_yaml_reads_them():
     errors = rollout.rollout_errors({'fleet_serial': 'x', 'fleet_max_fail_percentage': 'y',
                                      'fleet_probe_per_group': 'maybe', 'fleet_warm_first_start': 'yes'})
     assert [e.split('=')[0] for e in errors] == ['fleet_serial', 'fleet_max_fail_percentage', 'fleet_probe_per_group']
-    with pytest.raises(AnsibleFilterError, match='mapping'):
-        Checks().filters()['fleet_rollout_errors'](['fleet_serial'])
 
 
 def test_the_rollout_stops_once_more_than_the_share_failed():

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Unit tests for the fleet tables: fleet_report.fleet_table (summary, status, gpus), the plan's table,
-the pages of fleet_report_pages, and the filters fleet_table and fleet_duplicate_hosts (with hostvars)."""
+the pages of fleet_report_pages, and the filter fleet_table, and the serving check's
+machines listed twice (module_utils/plan/fleet_check.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import yaml
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.lmcache_vllm.fleet.plugins.filter import fleet_checks, fleet_table as table_filter
+from ansible_collections.lmcache_vllm.fleet.plugins.filter import fleet_table as table_filter
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import fleet_report as fr
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.report import fleet_report_pages as pages
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan import fleet_check
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_hosts import machine_entry
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))))
@@ -170,10 +172,11 @@ def test_fleet_table_documentation_lists_the_tables():
 
 
 def test_duplicate_hosts_from_hostvars():
+    plan = {'errors': [], 'warnings': [], 'summary': {}}
     hostvars = {'a': {'ansible_host': '10.0.0.1'}, 'b': {'ansible_host': '10.0.0.1', 'ansible_port': 22},
                 'c': {'ansible_connection': 'local'}, 'd': {}}
-    errors = fleet_checks.fleet_duplicate_hosts(['a', 'b', 'c', 'd'], hostvars)
+    for variables in hostvars.values():
+        variables['__fleet_plan'] = plan
+    errors = fleet_check.serving_errors(['a', 'b', 'c', 'd'], hostvars)
     assert len(errors) == 1 and errors[0].startswith('hosts a and b reach one machine, ansible_host=10.0.0.1 port 22')
     assert machine_entry('d', {}) == {'host': 'd', 'address': 'd', 'port': None, 'connection': 'ssh'}
-    with pytest.raises(AnsibleFilterError, match='host names'):
-        fleet_checks.fleet_duplicate_hosts([{'host': 'a'}], hostvars)
