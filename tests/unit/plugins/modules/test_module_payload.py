@@ -30,7 +30,8 @@ BOUNDS = {
     'block_size_probe': 25,
     'compile_cache_archive': 1,
     'fleet_ownership': 8,
-    'fleet_claim': 1,  # shared/action_only.py: the module side of an action plugin
+    'fleet_check': 1,  # shared/action_only.py: the module side of an action plugin
+    'fleet_claim': 1,
     'fleet_plan': 1,
     'gpu_facts': 3,
     'probe_group': 1,
