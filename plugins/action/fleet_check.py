@@ -37,13 +37,14 @@ class ActionModule(ActionBase):
         if problem is None and params['kinds'] is not None:
             kinds = params['kinds']
             problem, warnings = fleet_check.kind_problems(kinds, hostvars, params['what'], params['spared'])
-            summary = fleet_check.valid_summary(kinds.get('serving') or [], hostvars, kinds.get('store') or [])
+            if problem is None:
+                summary = fleet_check.valid_summary(kinds.get('serving') or [], hostvars, kinds.get('store') or [])
         for warning in warnings:
             display.warning(warning)
         result.update(changed=False, warnings_found=warnings)
         if problem:
             result.update(failed=True, msg=problem)
-        elif summary:
+        elif summary is not None:
             result.update(summary=summary)
         return result
 

@@ -23,6 +23,13 @@ KINDS = (
 )
 
 
+def refusal(errors, what, spared='nothing was changed'):
+    """The failure of a check that found ``errors`` (every one, in validate.yml's words), or None without any."""
+    if not errors:
+        return None
+    return '%d problem(s) %s, %s: %s' % (len(errors), what, spared, ' | '.join(errors))
+
+
 def fleet_problem(pattern, members, hosts_with_model, groups):
     """The refusal of an inventory that names no fleet, or has a host with a model outside it; None when fine.
 
@@ -41,10 +48,7 @@ def fleet_problem(pattern, members, hosts_with_model, groups):
 
 def rollout_problem(values):
     """The refusal of wrong rollout variables (``{name: effective value}``), or None."""
-    errors = rollout_errors(values)
-    if not errors:
-        return None
-    return "%d problem(s) in the rollout's variables, nothing was changed: %s" % (len(errors), ' | '.join(errors))
+    return refusal(rollout_errors(values), "in the rollout's variables")
 
 
 def serving_errors(hosts, hostvars):
@@ -68,7 +72,7 @@ def kind_problems(kinds, hostvars, what='in the inventory', spared='nothing was 
         else:
             errors = [error for host in hosts for error in hostvars[host][fact]['errors']]
         if errors:
-            return '%d problem(s) %s, %s: %s' % (len(errors), words or what, spared, ' | '.join(errors)), warnings
+            return refusal(errors, words or what, spared), warnings
     return None, warnings
 
 

@@ -20,6 +20,7 @@ import os
 
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.cli import mamba_clamp, vllm_cli
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.block_size.block_size_predict import explain_block_size
+from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.fleet_check import refusal
 from ansible_collections.lmcache_vllm.fleet.plugins.module_utils.plan.host_plan import plan_host
 
 
@@ -113,9 +114,7 @@ def check(plans, what, spared='nothing was changed'):
     """(errors, warnings, the failure message or None) of the plans, in validate.yml's words."""
     errors = [error for plan in plans for error in plan['errors']]
     warnings = [warning for plan in plans for warning in plan['warnings']]
-    if not errors:
-        return errors, warnings, None
-    return errors, warnings, '%d problem(s) %s, %s: %s' % (len(errors), what, spared, ' | '.join(errors))
+    return errors, warnings, refusal(errors, what, spared)
 
 
 def record(public, prediction, problem):
